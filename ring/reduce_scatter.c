@@ -1,0 +1,69 @@
+/* ring/reduce_scatter.c: the ring reduce-scatter, alone (ring_reduce_scatter)
+ * and as the first half of the ring allreduce. See ring/allreduce.c for a
+ * walk-through: in step s rank r sends block r-1-s and receives block r-2-s,
+ * so after N-1 steps it holds the whole reduction of block r. */
+#include <stdlib.h>
+#include <string.h>
+#include "ring/ring_internal.h"
+
+int ring__reduce_scatter_blocks(const void *src, void *buf, size_t count,
+                                ring_dtype_t dtype, ring_op_t op, MPI_Comm comm)
+{
+    int status, rank, size;
+    RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    RING_CHECK_MPI(MPI_Comm_size(comm, &size));
+    ring__phase_t phase = {
+        .comm = comm,
+        .left = ring__mod(rank - 1, size),
+        .right = ring__mod(rank + 1, size),
+        .count = count,
+        .nblocks = size,
+        .dtype = dtype,
+        .op = op,
+        .divisor = op == RING_AVERAGE ? size : 1,
+        .src = src,
+        .buf = buf,
+        .send_block = ring__mod(rank - 1, size),
+        .recv_block = ring__mod(rank - 2, size),
+        .nrecv_steps = size - 1,
+        .nforward = size - 2,
+    };
+    status = ring__phase_run(&phase);
+out:
+    return status;
+}
+
+int ring_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                        ring_dtype_t dtype, ring_op_t op, MPI_Comm comm)
+{
+    int status, rank, size;
+    const ring__tuning_t *tuning;
+    char *scratch = NULL;
+    RING_CHECK(ring__check_args("ring_reduce_scatter", sendbuf, recvbuf,
+                                recvcount, dtype, op, comm));
+    RING_CHECK(ring__tuning(&tuning));
+    RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    RING_CHECK_MPI(MPI_Comm_size(comm, &size));
+    size_t esize = ring_dtype_size(dtype), nbytes = recvcount * esize;
+    if (recvcount == 0) goto out;
+    if (size == 1) {
+        if (sendbuf != recvbuf) memcpy(recvbuf, sendbuf, nbytes);
+        goto out;
+    }
+    /* In place, the caller's buffer holds the partial results; otherwise
+     * they need a whole-size scratch, as recvbuf holds one block only. */
+    char *buf = recvbuf;
+    if (sendbuf != recvbuf) {
+        buf = scratch = malloc(nbytes * (size_t)size);
+        if (!scratch) {
+            status = RING_ERR_NOMEM;
+            goto out;
+        }
+    }
+    RING_CHECK(ring__reduce_scatter_blocks(sendbuf, buf, recvcount * size,
+                                           dtype, op, comm));
+    if (scratch) memcpy(recvbuf, scratch + nbytes * (size_t)rank, nbytes);
+out:
+    free(scratch);
+    return status;
+}

@@ -1,0 +1,124 @@
+/* ring/ring.h: collectives on raw buffers over an MPI communicator.
+ *
+ * This is the bottom layer of hvd. It knows nothing of tensor names, threads
+ * or the engine: every call is blocking, collective over `comm`, and built on
+ * MPI point-to-point only (MPI's own collectives are the test oracle and the
+ * benchmark peer, never the implementation).
+ *
+ * Conventions shared by every function here:
+ *   - counts are in elements of `dtype`, never bytes;
+ *   - a call is in place when sendbuf == recvbuf (see each function for where
+ *     the data lives then);
+ *   - every call returns a status: RING_OK (0) or a negative RING_ERR_*;
+ *     bad arguments are reported, never crash, and are detected before any
+ *     message is sent, so a rank that rejects a call leaves no stray traffic.
+ */
+#ifndef RING_RING_H
+#define RING_RING_H
+
+#include <stddef.h>
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- statuses: the same numbers as hvd's HVD_OK / HVD_ERR_* ---- */
+#define RING_STATUS_MAP(X)                                                     \
+    X(OK, 0, "success")                                                        \
+    X(ERR_ARG, -1, "invalid argument")                                         \
+    X(ERR_MISMATCH, -2, "ranks disagree on a collective")                      \
+    X(ERR_STATE, -3, "invalid state")                                          \
+    X(ERR_MPI, -4, "MPI call failed")                                          \
+    X(ERR_CUDA, -5, "CUDA call failed")                                        \
+    X(ERR_NOMEM, -6, "out of memory")
+
+typedef enum {
+#define RING_STATUS_ENUM(name, value, text) RING_##name = (value),
+    RING_STATUS_MAP(RING_STATUS_ENUM)
+#undef RING_STATUS_ENUM
+} ring_status_t;
+
+/* Text for a status; "unknown status" for numbers outside the map. */
+const char *ring_strerror(int status);
+
+/* ---- element types and reduction operators ---- */
+/* Same order as hvd_dtype_t and hvd_op_t, so hvd converts by value. */
+typedef enum {
+    RING_FLOAT32,
+    RING_FLOAT64,
+    RING_FLOAT16,  /* IEEE binary16 */
+    RING_BFLOAT16, /* top half of a binary32 */
+    RING_INT32,
+    RING_INT64,
+    RING_UINT8,
+    RING_DTYPE_COUNT
+} ring_dtype_t;
+
+/* Half types are reduced in float and rounded to nearest even on store.
+ * AVERAGE is sum then one division by the rank count, for floating types
+ * only. MIN and MAX propagate NaN and order -0 below +0, so they do not
+ * depend on the order of their operands. Integer SUM and PRODUCT wrap. */
+typedef enum {
+    RING_SUM,
+    RING_AVERAGE,
+    RING_MIN,
+    RING_MAX,
+    RING_PRODUCT,
+    RING_OP_COUNT
+} ring_op_t;
+
+/* Bytes per element; 0 for an unknown dtype. */
+size_t ring_dtype_size(ring_dtype_t dtype);
+/* Short names ("f32", "bf16", "sum", "avg", ...); NULL when unknown. */
+const char *ring_dtype_name(ring_dtype_t dtype);
+const char *ring_op_name(ring_op_t op);
+
+/* ---- allreduce algorithms ---- */
+typedef enum {
+    RING_ALGO_AUTO,   /* by message size: recursive doubling when small */
+    RING_ALGO_RING,   /* bandwidth optimal: reduce-scatter + allgather */
+    RING_ALGO_RDB,    /* latency optimal: recursive doubling, log2(N) steps */
+    RING_ALGO_COUNT
+} ring_algo_t;
+
+/* "auto", "ring", "rdb"; NULL when unknown. */
+const char *ring_algo_name(ring_algo_t algo);
+/* Parses a name from ring_algo_name(); RING_ERR_ARG when unknown. */
+int ring_algo_parse(const char *name, ring_algo_t *algo);
+
+/* ---- collectives ---- */
+
+/* Reduces `count` elements across the ranks of `comm`; every rank ends with
+ * bitwise identical results in recvbuf. sendbuf == recvbuf is in place.
+ * The algorithm is RING_ALGO_AUTO unless the environment variable
+ * HVD_ALLREDUCE_ALGO (read once) names another. */
+int ring_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                   ring_dtype_t dtype, ring_op_t op, MPI_Comm comm);
+
+/* ring_allreduce with the algorithm chosen by the caller (tests, bench). */
+int ring_allreduce_algo(ring_algo_t algo, const void *sendbuf, void *recvbuf,
+                        size_t count, ring_dtype_t dtype, ring_op_t op,
+                        MPI_Comm comm);
+
+/* sendbuf holds size(comm) blocks of recvcount elements; rank r receives the
+ * reduction of block r of every rank. In place (sendbuf == recvbuf) the
+ * result is left in block r of that buffer, the other blocks are scratch. */
+int ring_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                        ring_dtype_t dtype, ring_op_t op, MPI_Comm comm);
+
+/* Every rank contributes sendcount elements; recvbuf receives size(comm)
+ * blocks, block r from rank r. In place when sendbuf already is block r of
+ * recvbuf (sendbuf == recvbuf + rank * sendcount elements). */
+int ring_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                   ring_dtype_t dtype, MPI_Comm comm);
+
+/* Copies `count` elements of root's buf into every rank's buf. */
+int ring_broadcast(void *buf, size_t count, ring_dtype_t dtype, int root,
+                   MPI_Comm comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RING_RING_H */

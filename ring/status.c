@@ -1,0 +1,113 @@
+/* ring/status.c: status texts, error reports and the argument checks every
+ * collective starts with, plus the tuning knobs read from the environment. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include "ring/ring_internal.h"
+
+const char *ring_strerror(int status)
+{
+    switch (status) {
+#define RING_STATUS_TEXT(name, value, text)                                    \
+    case RING_##name: return text;
+        RING_STATUS_MAP(RING_STATUS_TEXT)
+#undef RING_STATUS_TEXT
+    }
+    return "unknown status";
+}
+
+/* One line on stderr, prefixed with the world rank so that interleaved
+ * output from many ranks can still be told apart. */
+void ring__log(const char *fmt, ...)
+{
+    int rank = -1, up = 0;
+    MPI_Initialized(&up);
+    if (up) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "hvd[%d]: ", rank);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void ring__log_mpi_error(int rc, const char *call, const char *file, int line)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
+    text[len] = '\0';
+    ring__log("%s:%d: %s failed: %s", file, line, call, text);
+}
+
+int ring__check_args(const char *func, const void *sendbuf, const void *recvbuf,
+                     size_t count, ring_dtype_t dtype, ring_op_t op,
+                     MPI_Comm comm)
+{
+    const char *why = NULL;
+    if (comm == MPI_COMM_NULL)
+        why = "comm is MPI_COMM_NULL";
+    else if (ring_dtype_size(dtype) == 0)
+        why = "unknown dtype";
+    else if ((int)op != -1 && ring_op_name(op) == NULL)
+        why = "unknown op";
+    else if (op == RING_AVERAGE && dtype >= RING_INT32)
+        why = "average is for floating dtypes only (use sum)";
+    else if (count > 0 && (sendbuf == NULL || recvbuf == NULL))
+        why = "NULL buffer with count > 0";
+    if (!why) return RING_OK;
+    ring__log("%s: %s (count=%zu dtype=%d op=%d)", func, why, count,
+              (int)dtype, (int)op);
+    return RING_ERR_ARG;
+}
+
+static int ring__env_size(const char *name, size_t fallback, size_t min, size_t *value)
+{
+    const char *text = getenv(name);
+    *value = fallback;
+    if (!text || !*text) return RING_OK;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || *end || text[0] == '-' || v < min || v > (1ull << 30)) {
+        ring__log("%s=\"%s\": expected a whole number of bytes from %zu to "
+                  "2^30", name, text, min);
+        return RING_ERR_ARG;
+    }
+    *value = (size_t)v;
+    return RING_OK;
+}
+
+static ring__tuning_t ring__tuned;
+static int ring__tuned_status;
+
+static void ring__tuning_read(void)
+{
+    ring__tuned.algo = RING_ALGO_AUTO;
+    const char *algo = getenv("HVD_ALLREDUCE_ALGO");
+    int status = RING_OK;
+    if (algo && *algo && ring_algo_parse(algo, &ring__tuned.algo) != RING_OK) {
+        ring__log("HVD_ALLREDUCE_ALGO=\"%s\": expected auto, ring or rdb", algo);
+        status = RING_ERR_ARG;
+    }
+    /* 256 KiB segments stay in L2 between their arrival and their
+     * reduction; 16 KiB is where the ring starts to beat recursive doubling
+     * at 2-4 ranks (bench/README.md). */
+    if (status == RING_OK)
+        status = ring__env_size("HVD_RING_SEGMENT_BYTES", 256 << 10, 64,
+                                &ring__tuned.segment_bytes);
+    if (status == RING_OK)
+        status = ring__env_size("HVD_RING_SMALL_BYTES", 16 << 10, 0,
+                                &ring__tuned.small_bytes);
+    ring__tuned_status = status;
+}
+
+int ring__tuning(const ring__tuning_t **tuning)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, ring__tuning_read);
+    *tuning = &ring__tuned;
+    return ring__tuned_status;
+}

@@ -1,0 +1,354 @@
+/* test/test_ring.c: the ring collectives on host memory, across ranks.
+ *
+ * Run through mpirun at several sizes (test/ring_np*.mpi). Every case is
+ * checked two ways: bitwise against MPI's own collective on a copy of the
+ * input (MPI is the oracle, never the implementation), and for bitwise
+ * agreement across ranks. Inputs are small integers, so sums, products and
+ * averages are exact whatever the reduction order. A failing case prints one
+ * line naming it: "allreduce n=5 count=7 dtype=bf16 op=avg inplace=1 ...".
+ *
+ * Options: --segment-bytes N sets HVD_RING_SEGMENT_BYTES before the first
+ * collective, so a run can force many pipeline segments per block.
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <stdint.h>
+#include <string.h>
+#include "ring/reduce_op.h"
+#include "ring/ring.h"
+#include "test/test.h"
+
+static int rank, size;
+
+/* The case being run, for failure messages. */
+static char case_name[160];
+
+static double input_value(int r, size_t i, ring_dtype_t dtype, ring_op_t op)
+{
+    unsigned h = (unsigned)(r * 7 + (int)(i % 1009) * 13 + 5);
+    static const double factors[3] = {-1, 1, 2};
+    if (op == RING_PRODUCT) /* at most 7 ranks: |product| <= 2^7, exact */
+        return dtype == RING_UINT8 ? 1 + h % 3 : factors[h % 3];
+    double v = (double)(h % 7);
+    return dtype == RING_UINT8 ? v : v - 3;
+}
+
+static void store(void *buf, size_t i, ring_dtype_t dtype, double v)
+{
+    switch (dtype) {
+    case RING_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case RING_FLOAT64: ((double *)buf)[i] = v; break;
+    case RING_FLOAT16: ((uint16_t *)buf)[i] = ring__f32_to_f16((float)v); break;
+    case RING_BFLOAT16: ((uint16_t *)buf)[i] = ring__f32_to_bf16((float)v); break;
+    case RING_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case RING_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case RING_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    default: break;
+    }
+}
+
+static double load(const void *buf, size_t i, ring_dtype_t dtype)
+{
+    switch (dtype) {
+    case RING_FLOAT32: return ((const float *)buf)[i];
+    case RING_FLOAT64: return ((const double *)buf)[i];
+    case RING_FLOAT16: return ring__f16_to_f32(((const uint16_t *)buf)[i]);
+    case RING_BFLOAT16: return ring__bf16_to_f32(((const uint16_t *)buf)[i]);
+    case RING_INT32: return ((const int32_t *)buf)[i];
+    case RING_INT64: return (double)((const int64_t *)buf)[i];
+    case RING_UINT8: return ((const uint8_t *)buf)[i];
+    default: return 0;
+    }
+}
+
+static void fill(void *buf, size_t count, ring_dtype_t dtype, ring_op_t op,
+                 int r)
+{
+    for (size_t i = 0; i < count; i++)
+        store(buf, i, dtype, input_value(r, i, dtype, op));
+}
+
+/* ---- the oracle: MPI's collectives, half types widened to float ---- */
+
+static MPI_Datatype mpi_type(ring_dtype_t dtype)
+{
+    switch (dtype) {
+    case RING_FLOAT64: return MPI_DOUBLE;
+    case RING_INT32: return MPI_INT32_T;
+    case RING_INT64: return MPI_INT64_T;
+    case RING_UINT8: return MPI_UINT8_T;
+    default: return MPI_FLOAT; /* f32, and the widened halves */
+    }
+}
+
+static MPI_Op mpi_op(ring_op_t op)
+{
+    switch (op) {
+    case RING_MIN: return MPI_MIN;
+    case RING_MAX: return MPI_MAX;
+    case RING_PRODUCT: return MPI_PROD;
+    default: return MPI_SUM; /* AVERAGE divides afterwards */
+    }
+}
+
+static int is_half(ring_dtype_t dtype)
+{
+    return dtype == RING_FLOAT16 || dtype == RING_BFLOAT16;
+}
+
+/* Widens halves to float (other types are copied), in a new buffer. */
+static void *widen(const void *in, size_t count, ring_dtype_t dtype)
+{
+    size_t esize = is_half(dtype) ? 4 : ring_dtype_size(dtype);
+    char *out = malloc(count * esize + 1);
+    if (!is_half(dtype)) return memcpy(out, in, count * esize);
+    for (size_t i = 0; i < count; i++) ((float *)out)[i] = (float)load(in, i, dtype);
+    return out;
+}
+
+/* Back to dtype, dividing by the rank count for AVERAGE as ring does: in the
+ * widened type, once, before rounding. */
+static void narrow(const void *in, void *out, size_t count, ring_dtype_t dtype,
+                   ring_op_t op)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (dtype == RING_FLOAT64) {
+            double v = ((const double *)in)[i];
+            ((double *)out)[i] = op == RING_AVERAGE ? v / size : v;
+        } else if (dtype == RING_FLOAT32 || is_half(dtype)) {
+            float v = ((const float *)in)[i];
+            store(out, i, dtype, op == RING_AVERAGE ? v / (float)size : v);
+        } else {
+            memcpy((char *)out + i * ring_dtype_size(dtype),
+                   (const char *)in + i * ring_dtype_size(dtype),
+                   ring_dtype_size(dtype));
+        }
+    }
+}
+
+/* ---- checks ---- */
+
+/* 1 when every rank holds the same bytes (an FNV-1a hash, min == max). */
+static int same_everywhere(const void *buf, size_t nbytes)
+{
+    uint64_t h = 1469598103934665603ull, lo, hi;
+    for (size_t i = 0; i < nbytes; i++)
+        h = (h ^ ((const unsigned char *)buf)[i]) * 1099511628211ull;
+    MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    return lo == hi;
+}
+
+static void expect_equal(const void *got, const void *want, size_t count,
+                         ring_dtype_t dtype)
+{
+    size_t esize = ring_dtype_size(dtype);
+    for (size_t i = 0; i < count; i++) {
+        if (memcmp((const char *)got + i * esize, (const char *)want + i * esize,
+                   esize) != 0) {
+            TEST_FAIL("%s: element %zu is %g, MPI says %g", case_name, i,
+                      load(got, i, dtype), load(want, i, dtype));
+            return;
+        }
+    }
+    if (!same_everywhere(got, count * esize))
+        TEST_FAIL("%s: ranks disagree", case_name);
+}
+
+static void expect_status(int got, const char *what)
+{
+    if (got != RING_OK)
+        TEST_FAIL("%s: %s returned %s", case_name, what, ring_strerror(got));
+}
+
+/* ---- the collectives ---- */
+
+static void test_allreduce(ring_algo_t algo, size_t count, ring_dtype_t dtype,
+                           ring_op_t op, int inplace)
+{
+    size_t nbytes = count * ring_dtype_size(dtype);
+    char *in = malloc(nbytes + 1), *out = malloc(nbytes + 1),
+         *want = malloc(nbytes + 1);
+    snprintf(case_name, sizeof case_name,
+             "allreduce n=%d count=%zu dtype=%s op=%s inplace=%d algo=%s", size,
+             count, ring_dtype_name(dtype), ring_op_name(op), inplace,
+             ring_algo_name(algo));
+    fill(in, count, dtype, op, rank);
+
+    void *wide_in = widen(in, count, dtype), *wide_out = widen(in, count, dtype);
+    MPI_Allreduce(wide_in, wide_out, (int)count, mpi_type(dtype), mpi_op(op),
+                  MPI_COMM_WORLD);
+    narrow(wide_out, want, count, dtype, op);
+
+    if (inplace) memcpy(out, in, nbytes);
+    expect_status(ring_allreduce_algo(algo, inplace ? out : in, out, count,
+                                      dtype, op, MPI_COMM_WORLD),
+                  "ring_allreduce_algo");
+    expect_equal(out, want, count, dtype);
+    free(wide_in);
+    free(wide_out);
+    free(in);
+    free(out);
+    free(want);
+}
+
+static void test_reduce_scatter(size_t recvcount, ring_dtype_t dtype,
+                                ring_op_t op, int inplace)
+{
+    size_t esize = ring_dtype_size(dtype), count = recvcount * size;
+    char *in = malloc(count * esize + 1), *out = malloc(count * esize + 1),
+         *want = malloc(count * esize + 1);
+    snprintf(case_name, sizeof case_name,
+             "reduce_scatter n=%d recvcount=%zu dtype=%s op=%s inplace=%d",
+             size, recvcount, ring_dtype_name(dtype), ring_op_name(op), inplace);
+    fill(in, count, dtype, op, rank);
+
+    void *wide_in = widen(in, count, dtype), *wide_out = widen(in, count, dtype);
+    MPI_Reduce_scatter_block(wide_in, wide_out, (int)recvcount, mpi_type(dtype),
+                             mpi_op(op), MPI_COMM_WORLD);
+    narrow(wide_out, want, recvcount, dtype, op);
+
+    memcpy(out, in, count * esize);
+    expect_status(ring_reduce_scatter(inplace ? out : in, out, recvcount, dtype,
+                                      op, MPI_COMM_WORLD),
+                  "ring_reduce_scatter");
+    char *mine = inplace ? out + (size_t)rank * recvcount * esize : out;
+    for (size_t i = 0; i < recvcount * esize; i++) {
+        if (mine[i] != want[i]) {
+            TEST_FAIL("%s: byte %zu differs from MPI's", case_name, i);
+            break;
+        }
+    }
+    free(wide_in);
+    free(wide_out);
+    free(in);
+    free(out);
+    free(want);
+}
+
+static void test_allgather(size_t sendcount, ring_dtype_t dtype, int inplace)
+{
+    size_t esize = ring_dtype_size(dtype), total = sendcount * size * esize;
+    char *in = malloc(sendcount * esize + 1), *out = malloc(total + 1),
+         *want = malloc(total + 1);
+    snprintf(case_name, sizeof case_name,
+             "allgather n=%d sendcount=%zu dtype=%s inplace=%d", size,
+             sendcount, ring_dtype_name(dtype), inplace);
+    fill(in, sendcount, dtype, RING_SUM, rank);
+    MPI_Allgather(in, (int)(sendcount * esize), MPI_BYTE, want,
+                  (int)(sendcount * esize), MPI_BYTE, MPI_COMM_WORLD);
+    memset(out, 0xee, total);
+    char *own = out + (size_t)rank * sendcount * esize;
+    if (inplace) memcpy(own, in, sendcount * esize);
+    expect_status(ring_allgather(inplace ? own : in, out, sendcount, dtype,
+                                 MPI_COMM_WORLD),
+                  "ring_allgather");
+    expect_equal(out, want, sendcount * size, dtype);
+    free(in);
+    free(out);
+    free(want);
+}
+
+static void test_broadcast(size_t count, ring_dtype_t dtype, int root)
+{
+    size_t nbytes = count * ring_dtype_size(dtype);
+    char *buf = malloc(nbytes + 1), *want = malloc(nbytes + 1);
+    snprintf(case_name, sizeof case_name,
+             "broadcast n=%d count=%zu dtype=%s root=%d", size, count,
+             ring_dtype_name(dtype), root);
+    fill(want, count, dtype, RING_SUM, root);
+    if (rank == root) memcpy(buf, want, nbytes);
+    else memset(buf, 0xee, nbytes);
+    expect_status(ring_broadcast(buf, count, dtype, root, MPI_COMM_WORLD),
+                  "ring_broadcast");
+    expect_equal(buf, want, count, dtype);
+    free(buf);
+    free(want);
+}
+
+/* Bad arguments: an error status, never a crash, and no message sent (so
+ * the next collective still matches on every rank). */
+static void test_bad_arguments(void)
+{
+    float x[4] = {0};
+    strcpy(case_name, "bad arguments");
+    TEST_EQ(ring_allreduce(NULL, x, 4, RING_FLOAT32, RING_SUM, MPI_COMM_WORLD),
+            RING_ERR_ARG);
+    TEST_EQ(ring_allreduce(x, NULL, 4, RING_FLOAT32, RING_SUM, MPI_COMM_WORLD),
+            RING_ERR_ARG);
+    TEST_EQ(ring_allreduce(NULL, NULL, 0, RING_FLOAT32, RING_SUM, MPI_COMM_WORLD),
+            RING_OK);
+    TEST_EQ(ring_allreduce(x, x, 4, (ring_dtype_t)99, RING_SUM, MPI_COMM_WORLD),
+            RING_ERR_ARG);
+    TEST_EQ(ring_allreduce(x, x, 4, RING_FLOAT32, (ring_op_t)99, MPI_COMM_WORLD),
+            RING_ERR_ARG);
+    TEST_EQ(ring_allreduce(x, x, 4, RING_INT32, RING_AVERAGE, MPI_COMM_WORLD),
+            RING_ERR_ARG);
+    TEST_EQ(ring_allreduce(x, x, 4, RING_FLOAT32, RING_SUM, MPI_COMM_NULL),
+            RING_ERR_ARG);
+    TEST_EQ(ring_allreduce_algo((ring_algo_t)7, x, x, 4, RING_FLOAT32, RING_SUM,
+                                MPI_COMM_WORLD),
+            RING_ERR_ARG);
+    TEST_EQ(ring_broadcast(x, 4, RING_FLOAT32, size, MPI_COMM_WORLD),
+            RING_ERR_ARG);
+    TEST_EQ(ring_broadcast(x, 4, RING_FLOAT32, -1, MPI_COMM_WORLD),
+            RING_ERR_ARG);
+    TEST_EQ(ring_reduce_scatter(x, NULL, 1, RING_FLOAT32, RING_SUM,
+                                MPI_COMM_WORLD),
+            RING_ERR_ARG);
+    TEST_EQ(ring_allgather(NULL, x, 1, RING_FLOAT32, MPI_COMM_WORLD),
+            RING_ERR_ARG);
+    ring_algo_t algo;
+    TEST_EQ(ring_algo_parse("bogus", &algo), RING_ERR_ARG);
+    TEST_EQ(ring_algo_parse("rdb", &algo), RING_OK);
+    TEST_EQ(algo, RING_ALGO_RDB);
+}
+
+static int valid(ring_dtype_t dtype, ring_op_t op)
+{
+    return !(op == RING_AVERAGE && dtype >= RING_INT32);
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--segment-bytes") == 0)
+            setenv("HVD_RING_SEGMENT_BYTES", argv[++i], 1);
+    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return TEST_HARD_ERROR;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    test_rank = rank;
+
+    const size_t large = (1u << 20) + 3; /* over 1M, odd */
+    const size_t counts[] = {0, 1, (size_t)size - 1, (size_t)size + 1, 97,
+                             4099, large};
+    const size_t ncounts = sizeof counts / sizeof counts[0];
+
+    test_bad_arguments();
+    for (int algo = RING_ALGO_AUTO; algo < RING_ALGO_COUNT; algo++)
+        for (size_t c = 0; c < ncounts; c++)
+            for (int dt = 0; dt < RING_DTYPE_COUNT; dt++)
+                for (int op = 0; op < RING_OP_COUNT; op++)
+                    for (int inplace = 0; inplace < 2; inplace++)
+                        if (valid(dt, op))
+                            test_allreduce(algo, counts[c], dt, op, inplace);
+
+    for (size_t c = 0; c < ncounts; c++) {
+        size_t block = counts[c] / (size_t)size + (c % 2);
+        for (int dt = 0; dt < RING_DTYPE_COUNT; dt++) {
+            for (int inplace = 0; inplace < 2; inplace++) {
+                for (int op = 0; op < RING_OP_COUNT; op++)
+                    if (valid(dt, op))
+                        test_reduce_scatter(block, dt, op, inplace);
+                test_allgather(block, dt, inplace);
+            }
+            for (int root = 0; root < size; root++)
+                test_broadcast(counts[c], dt, root);
+        }
+    }
+
+    int failed = test_failures, any;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0) printf("test_ring n=%d: %s\n", size, any ? "FAIL" : "ok");
+    MPI_Finalize();
+    return test_exit_code();
+}
