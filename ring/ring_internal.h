@@ -8,6 +8,10 @@
 #include <stdint.h>
 #include "ring/ring.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Library check: log where an MPI call failed, set `status`, jump to `out`
  * (every function that uses it has an `out:` label that releases what it
  * holds). */
@@ -78,6 +82,15 @@ int ring__allgather_blocks(void *buf, size_t count, ring_dtype_t dtype,
 void ring__reduce_host(void *dst, const void *a, const void *b, size_t count,
                        ring_dtype_t dtype, ring_op_t op, int divisor);
 
+#if HVD_HAVE_CUDA
+/* The same on device memory, as a kernel queued on `stream` (a
+ * cudaStream_t; void * keeps CUDA's headers out of host-only files).
+ * RING_ERR_CUDA when the launch fails. */
+int ring__reduce_cuda(void *dst, const void *a, const void *b, size_t count,
+                      ring_dtype_t dtype, ring_op_t op, int divisor,
+                      void *stream);
+#endif
+
 /* ---- the segmented ring pipeline ---- */
 /* One phase of a ring collective, from this rank's point of view: it sends
  * one block of its own to the right neighbour, then receives blocks from the
@@ -137,5 +150,9 @@ int ring__tuning(const ring__tuning_t **tuning);
 
 /* Marks collectives that take no operator in ring__check_args. */
 #define RING__NO_OP ((ring_op_t)-1)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* RING_RING_INTERNAL_H */
