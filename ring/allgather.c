@@ -1,32 +1,7 @@
-/* ring/allgather.c: the ring allgather, alone (ring_allgather) and as the
- * second half of the ring allreduce: rank r sends block r, then forwards
- * each block it receives, N-1 steps in all. */
+/* ring/allgather.c: ring_allgather, the last N-1 steps of the ring
+ * allreduce: rank r sends block r, then forwards each block it receives. */
 #include <string.h>
 #include "ring/ring_internal.h"
-
-int ring__allgather_blocks(void *buf, size_t count, ring_dtype_t dtype,
-                           MPI_Comm comm)
-{
-    int status, rank, size;
-    RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-    RING_CHECK_MPI(MPI_Comm_size(comm, &size));
-    ring__phase_t phase = {
-        .comm = comm,
-        .left = ring__mod(rank - 1, size),
-        .right = ring__mod(rank + 1, size),
-        .count = count,
-        .nblocks = size,
-        .dtype = dtype,
-        .buf = buf,
-        .send_block = rank,
-        .recv_block = ring__mod(rank - 1, size),
-        .nrecv_steps = size - 1,
-        .nforward = size - 2,
-    };
-    status = ring__phase_run(&phase);
-out:
-    return status;
-}
 
 int ring_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                    ring_dtype_t dtype, MPI_Comm comm)
@@ -43,8 +18,8 @@ int ring_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
     if (sendcount == 0) goto out;
     if (sendbuf != own) memcpy(own, sendbuf, nbytes);
     if (size > 1)
-        RING_CHECK(ring__allgather_blocks(recvbuf, sendcount * size, dtype,
-                                          comm));
+        RING_CHECK(ring__ring_blocks(NULL, recvbuf, sendcount * size, dtype,
+                                     RING__NO_OP, 0, size - 1, comm));
 out:
     return status;
 }

@@ -24,6 +24,8 @@
  *
  * Each block is reduced exactly once, by its owner, and then only copied:
  * that is why every rank ends bitwise identical, whatever the rounding.
+ * Both halves run as one pipeline of 2(N-1) steps (ring/pipeline.c): the
+ * allgather of a block's first segment starts as soon as it is final.
  * Blocks differ by at most one element when count % N != 0; with count < N
  * some are empty and simply never travel. Inside each step the blocks move
  * in segments, pipelined (ring/pipeline.c).
@@ -50,18 +52,45 @@ typedef int ring__allreduce_fn(const void *sendbuf, void *recvbuf,
                                size_t count, ring_dtype_t dtype, ring_op_t op,
                                MPI_Comm comm, int rank, int size);
 
+int ring__ring_blocks(const void *src, void *buf, size_t count,
+                      ring_dtype_t dtype, ring_op_t op, int nreduce,
+                      int nsteps, MPI_Comm comm)
+{
+    int status, rank, size;
+    RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    RING_CHECK_MPI(MPI_Comm_size(comm, &size));
+    /* Reducing, rank r starts with block r-1 so that after N-1 steps it owns
+     * block r; only gathering, it starts with the block it owns. */
+    int first = nreduce > 0 ? rank - 1 : rank;
+    ring__phase_t phase = {
+        .comm = comm,
+        .left = ring__mod(rank - 1, size),
+        .right = ring__mod(rank + 1, size),
+        .count = count,
+        .nblocks = size,
+        .dtype = dtype,
+        .op = op,
+        .divisor = op == RING_AVERAGE ? size : 1,
+        .src = src,
+        .buf = buf,
+        .send_block = ring__mod(first, size),
+        .recv_block = ring__mod(first - 1, size),
+        .nrecv_steps = nsteps,
+        .nreduce = nreduce,
+        .nforward = nsteps - 1,
+    };
+    status = ring__phase_run(&phase);
+out:
+    return status;
+}
+
 static int ring__allreduce_ring(const void *sendbuf, void *recvbuf,
                                 size_t count, ring_dtype_t dtype, ring_op_t op,
                                 MPI_Comm comm, int rank, int size)
 {
     (void)rank;
-    (void)size;
-    int status;
-    RING_CHECK(ring__reduce_scatter_blocks(sendbuf, recvbuf, count, dtype, op,
-                                           comm));
-    RING_CHECK(ring__allgather_blocks(recvbuf, count, dtype, comm));
-out:
-    return status;
+    return ring__ring_blocks(sendbuf, recvbuf, count, dtype, op, size - 1,
+                             2 * (size - 1), comm);
 }
 
 /* Rank of the process that plays "virtual" rank v once the first 2*rem

@@ -46,6 +46,7 @@ static int ring__broadcast_chain(void *buf, size_t count, ring_dtype_t dtype,
         .send_block = vrank == 0 ? 0 : -1,
         .recv_block = 0,
         .nrecv_steps = vrank == 0 ? 0 : 1,
+        .nreduce = 0,
         .nforward = vrank == 0 || vrank == size - 1 ? 0 : 1,
     };
     return ring__phase_run(&phase);

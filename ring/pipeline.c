@@ -50,7 +50,8 @@ typedef struct {
 /* Where received segment u lands: scratch when it is to be reduced. */
 static char *ring__recv_dst(const ring__pipe_t *p, size_t u)
 {
-    if (p->ph->src) return p->scratch + (u % RING_SLOTS) * p->seg_bytes;
+    if (p->recv[u].step < p->ph->nreduce)
+        return p->scratch + (u % RING_SLOTS) * p->seg_bytes;
     return p->ph->buf + p->recv[u].offset * p->esize;
 }
 
@@ -78,9 +79,9 @@ int ring__phase_run(const ring__phase_t *ph)
                        (size_t)(ph->nrecv_steps + 1);
     ring__seg_t *segs = malloc(max_units * sizeof *segs + 1);
     MPI_Request *sreq = malloc(max_units * sizeof *sreq + 1);
-    if (ph->src) p.scratch = malloc(RING_SLOTS * p.seg_bytes);
+    if (ph->nreduce > 0) p.scratch = malloc(RING_SLOTS * p.seg_bytes);
     size_t nsend = 0, nrecv = 0, ninit = 0, nposted = 0;
-    if (!segs || !sreq || (ph->src && !p.scratch)) {
+    if (!segs || !sreq || (ph->nreduce > 0 && !p.scratch)) {
         status = RING_ERR_NOMEM;
         goto out;
     }
@@ -108,8 +109,8 @@ int ring__phase_run(const ring__phase_t *ph)
         RING_CHECK_MPI(MPI_Wait(&p.rreq[u % RING_SLOTS], MPI_STATUS_IGNORE));
         if (nposted < nrecv) RING_CHECK(ring__post_recv(&p, nposted++));
         char *data = ph->buf + seg->offset * p.esize;
-        if (ph->src) {
-            int last = seg->step == ph->nrecv_steps - 1;
+        if (seg->step < ph->nreduce) {
+            int last = seg->step == ph->nreduce - 1;
             ring__reduce_host(data, ph->src + seg->offset * p.esize,
                               ring__recv_dst(&p, u), seg->count, ph->dtype,
                               ph->op, last ? ph->divisor : 1);

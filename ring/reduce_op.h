@@ -54,35 +54,34 @@ RING_HD uint16_t ring__f32_to_bf16(float f)
 
 RING_HD float ring__f16_to_f32(uint16_t h)
 {
-    /* Shift exponent and mantissa into place and rescale by 2^112 so that
-     * normals and subnormals both come out right; inf/NaN are patched. */
+    /* Normals rebias the exponent by +112; subnormals (m * 2^-24) go through
+     * an exact integer-to-float conversion, so no float denormal (slow on
+     * x86) is ever touched; inf/NaN keep their mantissa. Selects, not
+     * branches, so loops vectorise. */
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t em = h & 0x7fffu;
-    float mag = ring__bits_f32(em << 13) * ring__bits_f32(0x77800000u);
-    uint32_t bits = ring__f32_bits(mag);
-    bits = em >= 0x7c00u ? (0x7f800000u | (em & 0x3ffu) << 13) : bits;
+    uint32_t normal = (em << 13) + 0x38000000u;
+    uint32_t tiny = ring__f32_bits((float)em * 0x1p-24f);
+    uint32_t special = 0x7f800000u | (em & 0x3ffu) << 13;
+    uint32_t bits = em >= 0x7c00u ? special : em < 0x400u ? tiny : normal;
     return ring__bits_f32(sign | bits);
 }
 
 RING_HD uint16_t ring__f32_to_f16(float f)
 {
+    /* All three cases are computed and one is selected, so that loops over
+     * this stay branch-free and vectorise. */
     uint32_t u = ring__f32_bits(f);
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t a = u & 0x7fffffffu;
-    uint32_t out;
-    if (a >= 0x47800000u) {
-        /* Overflow to inf, or inf/NaN (NaN kept quiet). */
-        out = a > 0x7f800000u ? 0x7e00u | ((a >> 13) & 0x3ffu) : 0x7c00u;
-    } else if (a < 0x38800000u) {
-        /* Subnormal or zero: let the FPU round by adding 0.5 (2^-1), which
-         * aligns the half's subnormal step with the float's last bit. */
-        float r = ring__bits_f32(a) + 0.5f;
-        out = ring__f32_bits(r) - 0x3f000000u;
-    } else {
-        /* Normal: rebias the exponent, round to nearest even on bit 13. */
-        uint32_t odd = (a >> 13) & 1u;
-        out = (a + 0xc8000fffu + odd) >> 13;
-    }
+    /* Overflow goes to inf; inf stays inf; NaN stays a quiet NaN. */
+    uint32_t big = a > 0x7f800000u ? 0x7e00u | ((a >> 13) & 0x3ffu) : 0x7c00u;
+    /* Subnormal or zero: adding 0.5 (2^-1) lines the half's subnormal step
+     * up with the float's last bit, and the FPU rounds to nearest even. */
+    uint32_t tiny = ring__f32_bits(ring__bits_f32(a) + 0.5f) - 0x3f000000u;
+    /* Normal: rebias the exponent by -112, round to nearest even on bit 13. */
+    uint32_t normal = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;
+    uint32_t out = a >= 0x47800000u ? big : a < 0x38800000u ? tiny : normal;
     return (uint16_t)(sign | out);
 }
 

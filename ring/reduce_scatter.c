@@ -1,37 +1,10 @@
-/* ring/reduce_scatter.c: the ring reduce-scatter, alone (ring_reduce_scatter)
- * and as the first half of the ring allreduce. See ring/allreduce.c for a
- * walk-through: in step s rank r sends block r-1-s and receives block r-2-s,
- * so after N-1 steps it holds the whole reduction of block r. */
+/* ring/reduce_scatter.c: ring_reduce_scatter, the first N-1 steps of the
+ * ring allreduce (see ring/allreduce.c for a walk-through): in step s rank r
+ * sends block r-1-s and receives block r-2-s, so after N-1 steps it holds
+ * the whole reduction of block r. */
 #include <stdlib.h>
 #include <string.h>
 #include "ring/ring_internal.h"
-
-int ring__reduce_scatter_blocks(const void *src, void *buf, size_t count,
-                                ring_dtype_t dtype, ring_op_t op, MPI_Comm comm)
-{
-    int status, rank, size;
-    RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-    RING_CHECK_MPI(MPI_Comm_size(comm, &size));
-    ring__phase_t phase = {
-        .comm = comm,
-        .left = ring__mod(rank - 1, size),
-        .right = ring__mod(rank + 1, size),
-        .count = count,
-        .nblocks = size,
-        .dtype = dtype,
-        .op = op,
-        .divisor = op == RING_AVERAGE ? size : 1,
-        .src = src,
-        .buf = buf,
-        .send_block = ring__mod(rank - 1, size),
-        .recv_block = ring__mod(rank - 2, size),
-        .nrecv_steps = size - 1,
-        .nforward = size - 2,
-    };
-    status = ring__phase_run(&phase);
-out:
-    return status;
-}
 
 int ring_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                         ring_dtype_t dtype, ring_op_t op, MPI_Comm comm)
@@ -60,8 +33,8 @@ int ring_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
             goto out;
         }
     }
-    RING_CHECK(ring__reduce_scatter_blocks(sendbuf, buf, recvcount * size,
-                                           dtype, op, comm));
+    RING_CHECK(ring__ring_blocks(sendbuf, buf, recvcount * size, dtype, op,
+                                 size - 1, size - 1, comm));
     if (scratch) memcpy(recvbuf, scratch + nbytes * (size_t)rank, nbytes);
 out:
     free(scratch);

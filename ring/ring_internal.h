@@ -64,16 +64,15 @@ static inline int ring__mod(int a, int n)
     return ((a % n) + n) % n;
 }
 
-/* ---- the two phases of the ring, on a layout of size(comm) blocks ---- */
-/* buf's block `rank` receives the reduction of that block of every rank's
- * src (the other blocks of buf are overwritten with partial results); src may
- * be buf. */
-int ring__reduce_scatter_blocks(const void *src, void *buf, size_t count,
-                                ring_dtype_t dtype, ring_op_t op,
-                                MPI_Comm comm);
-/* Block `rank` of buf goes to every rank, in place. */
-int ring__allgather_blocks(void *buf, size_t count, ring_dtype_t dtype,
-                           MPI_Comm comm);
+/* ---- the ring on a layout of size(comm) blocks ---- */
+/* With nreduce = N-1 and nsteps = N-1: reduce-scatter, buf's block `rank`
+ * receives the reduction of that block of every rank's src (the other blocks
+ * of buf are overwritten with partial results). With nreduce = N-1 and
+ * nsteps = 2(N-1): allreduce. With nreduce = 0 (src unused): allgather of
+ * block `rank` of buf, in place. src may be buf. */
+int ring__ring_blocks(const void *src, void *buf, size_t count,
+                      ring_dtype_t dtype, ring_op_t op, int nreduce,
+                      int nsteps, MPI_Comm comm);
 
 /* ---- host reduction ---- */
 /* dst[i] = a[i] (op) b[i] for i < count; dst may alias a or b. With
@@ -92,22 +91,28 @@ int ring__reduce_cuda(void *dst, const void *a, const void *b, size_t count,
 #endif
 
 /* ---- the segmented ring pipeline ---- */
-/* One phase of a ring collective, from this rank's point of view: it sends
- * one block of its own to the right neighbour, then receives blocks from the
- * left one, step by step, and forwards each received block (or its partial
- * reduction) to the right in the next step. Blocks travel in segments with
- * receives posted `RING_PIPELINE_DEPTH` segments ahead and sends posted as
- * soon as their data is ready, so transfers overlap the reduction.
+/* A ring collective from one rank's point of view: it sends one block of its
+ * own to the right neighbour, then receives blocks from the left one, step
+ * by step, and forwards what it received (or reduced) in step s to the
+ * right in step s + 1. Blocks travel in segments, with receives posted
+ * `RING_PIPELINE_DEPTH` segments ahead and each send posted the moment its
+ * segment is ready, so transfers overlap reductions and a segment is sent on
+ * while the next ones are still arriving.
  *
- *   ring reduce-scatter: send own block r-1, receive r-2, r-3, ... r;
- *   ring allgather:      send own block r,   receive r-1, r-2, ... r+1;
+ *   ring allreduce:      send block r-1, receive r-2, r-3, ... for 2(N-1)
+ *                        steps; the first N-1 reduce (reduce-scatter),
+ *                        the last N-1 only copy (allgather). One phase, so
+ *                        the allgather starts with the first final segment;
+ *   ring reduce-scatter: the first N-1 steps of that;
+ *   ring allgather:      send own block r, receive r-1, r-2, ... r+1;
  *   chain broadcast:     one block; the root only sends, the last rank
  *                        only receives, the others receive and forward.
  *
- * Without src, segments are received straight into buf and forwarded from
- * there. With src (reduce-scatter), a segment is received into scratch and
- * buf[block] = src[block] (op) scratch is what is forwarded; in the last
- * step the result is divided by `divisor` (AVERAGE). buf may be src.
+ * In the first `nreduce` steps a segment is received into scratch and
+ * buf[block] = src[block] (op) scratch is what is forwarded; the last of
+ * them divides by `divisor` (AVERAGE). Later steps receive straight into buf
+ * and forward from there. The own block is sent from src, or from buf when
+ * src is NULL; buf may be src (in place).
  *
  * Deadlock freedom: a rank waits only for a receive whose matching send was
  * posted by its left neighbour on processing an earlier receive, or at start;
@@ -120,19 +125,25 @@ typedef struct {
     size_t count;        /* elements in the whole buffer */
     int nblocks;         /* count is cut into this many blocks */
     ring_dtype_t dtype;
-    ring_op_t op;        /* with src only */
-    int divisor;         /* with src only: AVERAGE's division, else 1 */
+    ring_op_t op;        /* reducing steps only */
+    int divisor;         /* AVERAGE's division in the last reducing step */
     const char *src;     /* own contribution (full layout), or NULL */
     char *buf;           /* full layout: results, received and sent data */
     int send_block;      /* own block sent first; -1 for none */
     int recv_block;      /* block received in step 0; step s: recv_block-s */
     int nrecv_steps;
+    int nreduce;         /* the first nreduce receive steps reduce */
     int nforward;        /* the first nforward received blocks are sent on */
 } ring__phase_t;
 
 int ring__phase_run(const ring__phase_t *ph);
 
-enum { RING_PIPELINE_DEPTH = 4 }; /* receives posted ahead */
+/* Receives posted ahead. Two, not more: shared-memory MPI transports copy
+ * a message when the receiver's progress engine matches it, so every posted
+ * receive is copied by the next MPI_Wait; with many posted, segments are
+ * copied long before they are reduced and fall out of cache (measured at
+ * np=2, 8 MiB: depth 1-2 gives 1.2x MPI_Allreduce, depth 8 0.88x). */
+enum { RING_PIPELINE_DEPTH = 2 };
 
 /* Tuning read once from the environment:
  *   HVD_ALLREDUCE_ALGO       auto | ring | rdb          (RING_ALGO_AUTO)
