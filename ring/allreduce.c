@@ -1,13 +1,13 @@
-/* ring/allreduce.c: ring_allreduce and its two algorithms.
+/* ring/allreduce.c: ring_allreduce, the ring algorithm and the choice.
  *
  * Function:     ring_allreduce / ring_allreduce_algo
  * Accepts:      as MPI_Allreduce (counts in elements); sendbuf == recvbuf
  *               is in place.
  * Returns:      RING_OK, or RING_ERR_ARG before any message moves,
  *               RING_ERR_MPI, RING_ERR_NOMEM.
- * Description:  Two algorithms share one signature in a table; AUTO picks
- *               recursive doubling below HVD_RING_SMALL_BYTES and the ring
- *               from there on.
+ * Description:  Three algorithms share one signature in a table (the ring
+ *               here, recursive doubling and Rabenseifner in
+ *               ring/recursive.c); AUTO picks by size and rank count.
  *
  * The ring (bandwidth optimal, 2(N-1)/N of the data sent per rank) is a
  * reduce-scatter followed by an allgather over N blocks. Rank r sends to
@@ -30,13 +30,8 @@
  * some are empty and simply never travel. Inside each step the blocks move
  * in segments, pipelined (ring/pipeline.c).
  *
- * Recursive doubling (latency optimal, log2(N) exchanges of the whole
- * message) pairs rank r with r ^ 1, r ^ 2, ...; each pair combines as
- * (lower rank's data) op (higher rank's data), so both partners compute the
- * same expression and stay bitwise identical. With N not a power of two,
- * the first 2*rem ranks (rem = N - 2^floor(log2 N)) fold pairwise first:
- * even ranks hand their data to the odd rank above and get the result back
- * at the end.
+ * Recursive doubling and Rabenseifner, for small and medium messages, are
+ * described in ring/recursive.c.
  *
  * Limitations:  all ranks must pass the same count, dtype, op and algo
  *               (hvd's negotiation guarantees it); a rank whose arguments
@@ -46,11 +41,6 @@
 #include <string.h>
 #include "ring/ring_internal.h"
 
-enum { RING_RDB_TAG = 0x7264 };
-
-typedef int ring__allreduce_fn(const void *sendbuf, void *recvbuf,
-                               size_t count, ring_dtype_t dtype, ring_op_t op,
-                               MPI_Comm comm, int rank, int size);
 
 int ring__ring_blocks(const void *src, void *buf, size_t count,
                       ring_dtype_t dtype, ring_op_t op, int nreduce,
@@ -93,84 +83,29 @@ static int ring__allreduce_ring(const void *sendbuf, void *recvbuf,
                              2 * (size - 1), comm);
 }
 
-/* Rank of the process that plays "virtual" rank v once the first 2*rem
- * ranks have folded pairwise (the odd one of each pair stays). */
-static int ring__rdb_real(int v, int rem)
-{
-    return v < rem ? 2 * v + 1 : v + rem;
-}
-
-static int ring__allreduce_rdb(const void *sendbuf, void *recvbuf,
-                               size_t count, ring_dtype_t dtype, ring_op_t op,
-                               MPI_Comm comm, int rank, int size)
-{
-    int status = RING_OK;
-    size_t nbytes = count * ring_dtype_size(dtype);
-    char stack[8192];
-    char *tmp = nbytes <= sizeof stack ? stack : malloc(nbytes);
-    int divisor = op == RING_AVERAGE ? size : 1;
-    int p2 = 1;
-    while (p2 * 2 <= size) p2 *= 2;
-    int rem = size - p2, vrank;
-    if (!tmp) return RING_ERR_NOMEM;
-    if (sendbuf != recvbuf) memcpy(recvbuf, sendbuf, nbytes);
-
-    /* Fold: even ranks below 2*rem give their data to rank + 1. */
-    if (rank < 2 * rem) {
-        if (rank % 2 == 0) {
-            RING_CHECK_MPI(MPI_Send(recvbuf, (int)nbytes, MPI_BYTE, rank + 1,
-                                    RING_RDB_TAG, comm));
-            vrank = -1;
-        } else {
-            RING_CHECK_MPI(MPI_Recv(tmp, (int)nbytes, MPI_BYTE, rank - 1,
-                                    RING_RDB_TAG, comm, MPI_STATUS_IGNORE));
-            ring__reduce_host(recvbuf, tmp, recvbuf, count, dtype, op, 1);
-            vrank = rank / 2;
-        }
-    } else {
-        vrank = rank - rem;
-    }
-
-    for (int mask = 1; vrank >= 0 && mask < p2; mask <<= 1) {
-        int vpeer = vrank ^ mask, peer = ring__rdb_real(vpeer, rem);
-        RING_CHECK_MPI(MPI_Sendrecv(recvbuf, (int)nbytes, MPI_BYTE, peer,
-                                    RING_RDB_TAG, tmp, (int)nbytes, MPI_BYTE,
-                                    peer, RING_RDB_TAG, comm,
-                                    MPI_STATUS_IGNORE));
-        int div = mask * 2 == p2 ? divisor : 1;
-        if (vpeer < vrank)
-            ring__reduce_host(recvbuf, tmp, recvbuf, count, dtype, op, div);
-        else
-            ring__reduce_host(recvbuf, recvbuf, tmp, count, dtype, op, div);
-    }
-
-    /* Unfold: the odd ranks hand the result back. */
-    if (rank < 2 * rem) {
-        if (rank % 2 == 1)
-            RING_CHECK_MPI(MPI_Send(recvbuf, (int)nbytes, MPI_BYTE, rank - 1,
-                                    RING_RDB_TAG, comm));
-        else
-            RING_CHECK_MPI(MPI_Recv(recvbuf, (int)nbytes, MPI_BYTE, rank + 1,
-                                    RING_RDB_TAG, comm, MPI_STATUS_IGNORE));
-    }
-out:
-    if (tmp != stack) free(tmp);
-    return status;
-}
-
 /* Algorithms in one table: a new algorithm is one row. */
 static ring__allreduce_fn *const ring__allreduce_algos[RING_ALGO_COUNT] = {
     [RING_ALGO_RING] = ring__allreduce_ring,
     [RING_ALGO_RDB] = ring__allreduce_rdb,
+    [RING_ALGO_RHD] = ring__allreduce_rhd,
 };
 
+/* The decision table, from bench/allreduce_perf runs on 2-core machines
+ * (bench/README.md): recursive doubling while latency dominates; below
+ * 2 MiB on 4, 8, ... ranks, Rabenseifner's fewer steps beat the ring's
+ * pipelining (its scratch still fits in cache); the ring otherwise. */
 static ring_algo_t ring__allreduce_decide(ring_algo_t algo, size_t nbytes,
+                                          int size,
                                           const ring__tuning_t *tuning)
 {
-    /* Recursive doubling sends whole messages in one MPI call of int bytes. */
+    const size_t rhd_max_bytes = 2 << 20;
+    int pow2 = (size & (size - 1)) == 0;
+    /* The recursive algorithms send a message in one MPI call of int bytes. */
     if (nbytes > (size_t)1 << 30) return RING_ALGO_RING;
     if (algo != RING_ALGO_AUTO) return algo;
-    return nbytes < tuning->small_bytes ? RING_ALGO_RDB : RING_ALGO_RING;
+    if (nbytes < tuning->small_bytes) return RING_ALGO_RDB;
+    if (pow2 && size > 2 && nbytes < rhd_max_bytes) return RING_ALGO_RHD;
+    return RING_ALGO_RING;
 }
 
 static int ring__allreduce(ring_algo_t algo, const void *sendbuf,
@@ -197,7 +132,7 @@ static int ring__allreduce(ring_algo_t algo, const void *sendbuf,
         if (sendbuf != recvbuf) memcpy(recvbuf, sendbuf, nbytes);
         goto out;
     }
-    algo = ring__allreduce_decide(algo, nbytes, tuning);
+    algo = ring__allreduce_decide(algo, nbytes, size, tuning);
     status = ring__allreduce_algos[algo](sendbuf, recvbuf, count, dtype, op,
                                          comm, rank, size);
 out:

@@ -19,7 +19,7 @@ static const char *const ring__ops[RING_OP_COUNT] = {
 
 static const char *const ring__algos[RING_ALGO_COUNT] = {
     [RING_ALGO_AUTO] = "auto", [RING_ALGO_RING] = "ring",
-    [RING_ALGO_RDB] = "rdb",
+    [RING_ALGO_RDB] = "rdb", [RING_ALGO_RHD] = "rhd",
 };
 
 size_t ring_dtype_size(ring_dtype_t dtype)

@@ -79,10 +79,12 @@ typedef enum {
     RING_ALGO_AUTO,   /* by message size: recursive doubling when small */
     RING_ALGO_RING,   /* bandwidth optimal: reduce-scatter + allgather */
     RING_ALGO_RDB,    /* latency optimal: recursive doubling, log2(N) steps */
+    RING_ALGO_RHD,    /* recursive halving + doubling (Rabenseifner): the
+                         ring's bytes in 2 log2(N) steps */
     RING_ALGO_COUNT
 } ring_algo_t;
 
-/* "auto", "ring", "rdb"; NULL when unknown. */
+/* "auto", "ring", "rdb", "rhd"; NULL when unknown. */
 const char *ring_algo_name(ring_algo_t algo);
 /* Parses a name from ring_algo_name(); RING_ERR_ARG when unknown. */
 int ring_algo_parse(const char *name, ring_algo_t *algo);

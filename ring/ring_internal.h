@@ -74,6 +74,12 @@ int ring__ring_blocks(const void *src, void *buf, size_t count,
                       ring_dtype_t dtype, ring_op_t op, int nreduce,
                       int nsteps, MPI_Comm comm);
 
+/* ---- allreduce algorithms, one signature (ring/allreduce.c's table) ---- */
+typedef int ring__allreduce_fn(const void *sendbuf, void *recvbuf,
+                               size_t count, ring_dtype_t dtype, ring_op_t op,
+                               MPI_Comm comm, int rank, int size);
+ring__allreduce_fn ring__allreduce_rdb, ring__allreduce_rhd; /* recursive.c */
+
 /* ---- host reduction ---- */
 /* dst[i] = a[i] (op) b[i] for i < count; dst may alias a or b. With
  * divisor > 1 (AVERAGE's last step) the result is divided by it before it is
@@ -146,7 +152,7 @@ int ring__phase_run(const ring__phase_t *ph);
 enum { RING_PIPELINE_DEPTH = 2 };
 
 /* Tuning read once from the environment:
- *   HVD_ALLREDUCE_ALGO       auto | ring | rdb          (RING_ALGO_AUTO)
+ *   HVD_ALLREDUCE_ALGO       auto | ring | rdb | rhd    (RING_ALGO_AUTO)
  *   HVD_RING_SEGMENT_BYTES   pipeline segment size      (see status.c)
  *   HVD_RING_SMALL_BYTES     below this, latency algorithms
  * A bad value fails every collective with RING_ERR_ARG and a message that

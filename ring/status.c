@@ -89,7 +89,8 @@ static void ring__tuning_read(void)
     const char *algo = getenv("HVD_ALLREDUCE_ALGO");
     int status = RING_OK;
     if (algo && *algo && ring_algo_parse(algo, &ring__tuned.algo) != RING_OK) {
-        ring__log("HVD_ALLREDUCE_ALGO=\"%s\": expected auto, ring or rdb", algo);
+        ring__log("HVD_ALLREDUCE_ALGO=\"%s\": expected auto, ring, rdb or rhd",
+                  algo);
         status = RING_ERR_ARG;
     }
     /* 256 KiB segments stay in L2 between their arrival and their
