@@ -18,14 +18,15 @@
  * by one rank only and then copied.
  */
 #include <stdlib.h>
-#include <string.h>
 #include "ring/ring_internal.h"
 
 enum { RING_RECURSIVE_TAG = 0x7264 };
 
-/* The exchange part of an algorithm, on the virtual ranks; buf holds this
- * rank's (folded) data in place, tmp has room for the whole message. */
-typedef int ring__pow2_fn(char *buf, char *tmp, size_t count,
+/* The exchange part of an algorithm, on the virtual ranks: this rank's
+ * (folded) data is src, the result goes to buf, tmp has room for the whole
+ * message. src is read before buf is first written, so it may be buf; when
+ * it is not, no copy of the input is ever made. */
+typedef int ring__pow2_fn(const char *src, char *buf, char *tmp, size_t count,
                           ring_dtype_t dtype, ring_op_t op, int divisor,
                           MPI_Comm comm, int vrank, int p2, int rem);
 
@@ -35,15 +36,16 @@ static int ring__real_rank(int v, int rem)
     return v < rem ? 2 * v + 1 : v + rem;
 }
 
-/* buf[lo, hi) = (lower rank's) op (higher rank's), tmp holding the peer's. */
-static void ring__reduce_ordered(char *buf, const char *tmp, size_t count,
-                                 ring_dtype_t dtype, ring_op_t op, int divisor,
-                                 int peer_is_lower)
+/* dst = (lower rank's data) op (higher rank's), mine being this rank's and
+ * tmp the peer's; dst may be mine. */
+static void ring__reduce_ordered(char *dst, const char *mine, const char *tmp,
+                                 size_t count, ring_dtype_t dtype,
+                                 ring_op_t op, int divisor, int peer_is_lower)
 {
     if (peer_is_lower)
-        ring__reduce_host(buf, tmp, buf, count, dtype, op, divisor);
+        ring__reduce_host(dst, tmp, mine, count, dtype, op, divisor);
     else
-        ring__reduce_host(buf, buf, tmp, count, dtype, op, divisor);
+        ring__reduce_host(dst, mine, tmp, count, dtype, op, divisor);
 }
 
 static int ring__sendrecv(const char *sendbuf, size_t send_nbytes, char *recvbuf,
@@ -58,17 +60,17 @@ out:
     return status;
 }
 
-static int ring__rdb(char *buf, char *tmp, size_t count, ring_dtype_t dtype,
-                     ring_op_t op, int divisor, MPI_Comm comm, int vrank,
-                     int p2, int rem)
+static int ring__rdb(const char *src, char *buf, char *tmp, size_t count,
+                     ring_dtype_t dtype, ring_op_t op, int divisor,
+                     MPI_Comm comm, int vrank, int p2, int rem)
 {
     int status = RING_OK;
     size_t nbytes = count * ring_dtype_size(dtype);
-    for (int mask = 1; mask < p2; mask <<= 1) {
+    for (int mask = 1; mask < p2; mask <<= 1, src = buf) {
         int vpeer = vrank ^ mask;
-        RING_CHECK(ring__sendrecv(buf, nbytes, tmp, nbytes,
+        RING_CHECK(ring__sendrecv(src, nbytes, tmp, nbytes,
                                   ring__real_rank(vpeer, rem), comm));
-        ring__reduce_ordered(buf, tmp, count, dtype, op,
+        ring__reduce_ordered(buf, src, tmp, count, dtype, op,
                              mask * 2 == p2 ? divisor : 1, vpeer < vrank);
     }
 out:
@@ -80,23 +82,24 @@ out:
  *   halving, mask 1: 0<->1: 0 keeps A, 1 keeps B; 2<->3: 2 keeps C, 3 D
  *   doubling, mask 1: 0<->1 swap A and B; 2<->3 swap C and D
  *   doubling, mask 2: 0<->2 swap AB and CD; 1<->3 likewise. */
-static int ring__rhd(char *buf, char *tmp, size_t count, ring_dtype_t dtype,
-                     ring_op_t op, int divisor, MPI_Comm comm, int vrank,
-                     int p2, int rem)
+static int ring__rhd(const char *src, char *buf, char *tmp, size_t count,
+                     ring_dtype_t dtype, ring_op_t op, int divisor,
+                     MPI_Comm comm, int vrank, int p2, int rem)
 {
     int status = RING_OK, nsteps = 0;
     size_t esize = ring_dtype_size(dtype), lo = 0, hi = count;
     size_t parent_lo[32], parent_hi[32]; /* the region before each halving */
-    for (int mask = p2 / 2; mask > 0; mask >>= 1, nsteps++) {
+    for (int mask = p2 / 2; mask > 0; mask >>= 1, nsteps++, src = buf) {
         int vpeer = vrank ^ mask, keep_low = vrank < vpeer;
         size_t mid = lo + (hi - lo) / 2;
         size_t keep = keep_low ? lo : mid, keep_end = keep_low ? mid : hi;
         size_t give = keep_low ? mid : lo, give_end = keep_low ? hi : mid;
-        RING_CHECK(ring__sendrecv(buf + give * esize, (give_end - give) * esize,
+        RING_CHECK(ring__sendrecv(src + give * esize, (give_end - give) * esize,
                                   tmp, (keep_end - keep) * esize,
                                   ring__real_rank(vpeer, rem), comm));
-        ring__reduce_ordered(buf + keep * esize, tmp, keep_end - keep, dtype,
-                             op, mask == 1 ? divisor : 1, vpeer < vrank);
+        ring__reduce_ordered(buf + keep * esize, src + keep * esize, tmp,
+                             keep_end - keep, dtype, op,
+                             mask == 1 ? divisor : 1, vpeer < vrank);
         parent_lo[nsteps] = lo;
         parent_hi[nsteps] = hi;
         lo = keep;
@@ -128,16 +131,16 @@ static int ring__allreduce_folded(ring__pow2_fn *core, const void *sendbuf,
     size_t nbytes = count * ring_dtype_size(dtype);
     char stack[8192]; /* small messages: no allocation on the latency path */
     char *tmp = nbytes <= sizeof stack ? stack : malloc(nbytes);
+    const char *src = sendbuf;
     char *buf = recvbuf;
     int divisor = op == RING_AVERAGE ? size : 1, p2 = 1;
     while (p2 * 2 <= size) p2 *= 2;
     int rem = size - p2, folded = rank < 2 * rem;
     if (!tmp) return RING_ERR_NOMEM;
-    if (sendbuf != recvbuf) memcpy(buf, sendbuf, nbytes);
 
     if (folded && rank % 2 == 0) {
         /* Hand the data to rank + 1; the result comes back at the end. */
-        RING_CHECK_MPI(MPI_Send(buf, (int)nbytes, MPI_BYTE, rank + 1,
+        RING_CHECK_MPI(MPI_Send(src, (int)nbytes, MPI_BYTE, rank + 1,
                                 RING_RECURSIVE_TAG, comm));
         RING_CHECK_MPI(MPI_Recv(buf, (int)nbytes, MPI_BYTE, rank + 1,
                                 RING_RECURSIVE_TAG, comm, MPI_STATUS_IGNORE));
@@ -146,9 +149,10 @@ static int ring__allreduce_folded(ring__pow2_fn *core, const void *sendbuf,
     if (folded) {
         RING_CHECK_MPI(MPI_Recv(tmp, (int)nbytes, MPI_BYTE, rank - 1,
                                 RING_RECURSIVE_TAG, comm, MPI_STATUS_IGNORE));
-        ring__reduce_host(buf, tmp, buf, count, dtype, op, 1);
+        ring__reduce_host(buf, tmp, src, count, dtype, op, 1);
+        src = buf;
     }
-    RING_CHECK(core(buf, tmp, count, dtype, op, divisor, comm,
+    RING_CHECK(core(src, buf, tmp, count, dtype, op, divisor, comm,
                     folded ? rank / 2 : rank - rem, p2, rem));
     if (folded)
         RING_CHECK_MPI(MPI_Send(buf, (int)nbytes, MPI_BYTE, rank - 1,
