@@ -186,89 +186,6 @@ static int dtype_is_float(ring_dtype_t dtype)
            dtype == RING_FLOAT16 || dtype == RING_BFLOAT16;
 }
 
-/* ---- half types: IEEE binary16 and bfloat16, rounded to nearest even ---- */
-
-static uint32_t float_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float bits_float(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* Magnitudes below 2^-14 become binary16 subnormals: the 24-bit significand
- * shifted right, rounded to nearest even by the bits shifted out. */
-static uint16_t half_subnormal_from_bits(uint32_t abs_bits)
-{
-    int exp = (int)(abs_bits >> 23);
-    if (exp == 0)
-        return 0; /* float subnormals are far below half's smallest */
-    uint32_t mant = (abs_bits & 0x7fffffu) | 0x800000u;
-    int shift = 126 - exp; /* >= 14 here */
-    if (shift > 24)
-        return 0;
-    uint32_t half = mant >> shift;
-    uint32_t rest = mant & ((1u << shift) - 1);
-    uint32_t tie = 1u << (shift - 1);
-    if (rest > tie || (rest == tie && (half & 1)))
-        half++; /* 0x3ff + 1 carries into the smallest normal: right */
-    return (uint16_t)half;
-}
-
-static uint16_t half_from_float(float f)
-{
-    uint32_t bits = float_bits(f);
-    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
-    uint32_t abs_bits = bits & 0x7fffffffu;
-
-    if (abs_bits > 0x7f800000u)
-        return sign | 0x7e00u; /* NaN stays a (quiet) NaN */
-    if (abs_bits >= 0x477ff000u)
-        return sign | 0x7c00u; /* 65520 and up round to infinity */
-    if (abs_bits < 0x38800000u)
-        return sign | half_subnormal_from_bits(abs_bits);
-    /* Re-bias the exponent by 127 - 15 and round the 13 dropped bits to
-     * nearest even; a carry out of the mantissa bumps the exponent. */
-    uint32_t odd = (abs_bits >> 13) & 1u;
-    abs_bits += 0xc8000000u + 0xfffu + odd;
-    return sign | (uint16_t)(abs_bits >> 13);
-}
-
-static float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu;
-    uint32_t mant = h & 0x3ffu;
-
-    if (exp == 0x1f)
-        return bits_float(sign | 0x7f800000u | (mant << 13));
-    if (exp == 0) {
-        float mag = (float)mant * (1.0f / 16777216.0f); /* mant * 2^-24 */
-        return sign ? -mag : mag;
-    }
-    return bits_float(sign | ((exp + 112u) << 23) | (mant << 13));
-}
-
-static uint16_t bf16_from_float(float f)
-{
-    uint32_t bits = float_bits(f);
-    if ((bits & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((bits >> 16) | 0x40u); /* keep NaN a NaN */
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    return (uint16_t)(bits >> 16);
-}
-
-static float bf16_to_float(uint16_t h)
-{
-    return bits_float((uint32_t)h << 16);
-}
-
 /* ---- elements as doubles: every value used here is exact in a double ---- */
 
 /* An integer-valued double as the integer reductions leave it: they wrap,
@@ -285,8 +202,8 @@ static void value_store(void *buf, size_t idx, ring_dtype_t dtype, double v)
     switch (dtype) {
     case RING_FLOAT32: ((float *)buf)[idx] = (float)v; break;
     case RING_FLOAT64: ((double *)buf)[idx] = v; break;
-    case RING_FLOAT16: u16[idx] = half_from_float((float)v); break;
-    case RING_BFLOAT16: u16[idx] = bf16_from_float((float)v); break;
+    case RING_FLOAT16: u16[idx] = ring_f32_to_f16((float)v); break;
+    case RING_BFLOAT16: u16[idx] = ring_f32_to_bf16((float)v); break;
     case RING_INT32:
         ((int32_t *)buf)[idx] = (int32_t)(uint32_t)wrap_u64(v);
         break;
@@ -301,8 +218,8 @@ static double value_load(const void *buf, size_t idx, ring_dtype_t dtype)
     switch (dtype) {
     case RING_FLOAT32: return ((const float *)buf)[idx];
     case RING_FLOAT64: return ((const double *)buf)[idx];
-    case RING_FLOAT16: return half_to_float(((const uint16_t *)buf)[idx]);
-    case RING_BFLOAT16: return bf16_to_float(((const uint16_t *)buf)[idx]);
+    case RING_FLOAT16: return ring_f16_to_f32(((const uint16_t *)buf)[idx]);
+    case RING_BFLOAT16: return ring_bf16_to_f32(((const uint16_t *)buf)[idx]);
     case RING_INT32: return ((const int32_t *)buf)[idx];
     case RING_INT64: return (double)((const int64_t *)buf)[idx];
     case RING_UINT8: return ((const uint8_t *)buf)[idx];

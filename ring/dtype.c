@@ -1,5 +1,8 @@
-/* ring/dtype.c: names and sizes of dtypes, operators and algorithms. */
+/* ring/dtype.c: names and sizes of dtypes, operators and algorithms, and
+ * the half conversions for callers outside ring/ (the arithmetic itself is
+ * ring/reduce_op.h). */
 #include <string.h>
+#include "ring/reduce_op.h"
 #include "ring/ring_internal.h"
 
 static const struct {
@@ -52,3 +55,8 @@ int ring_algo_parse(const char *name, ring_algo_t *algo)
     }
     return RING_ERR_ARG;
 }
+
+uint16_t ring_f32_to_f16(float value) { return ring__f32_to_f16(value); }
+float ring_f16_to_f32(uint16_t bits) { return ring__f16_to_f32(bits); }
+uint16_t ring_f32_to_bf16(float value) { return ring__f32_to_bf16(value); }
+float ring_bf16_to_f32(uint16_t bits) { return ring__bf16_to_f32(bits); }

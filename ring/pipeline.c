@@ -1,7 +1,13 @@
-/* ring/pipeline.c: the segmented, non-blocking engine behind every ring
- * phase (reduce-scatter, allgather, chain broadcast). What a phase is and
- * why it cannot deadlock is explained at ring__phase_t in ring_internal.h;
- * this file only walks the segments.
+/* ring/pipeline.c: the segmented, non-blocking engine behind the ring
+ * allreduce, reduce-scatter, allgather and the chain broadcast. What a
+ * phase is and why it cannot deadlock is explained at ring__phase_t in
+ * ring_internal.h; this file only walks the segments.
+ *
+ * In an allreduce a block is received into again (its final value, in the
+ * allgather steps) after it was sent from (its partial value). That second
+ * receive can only be matched once the value has gone round the ring, which
+ * needs the right neighbour to have read the first send: the two never
+ * touch the memory at the same time.
  */
 #include <stdlib.h>
 #include "ring/ring_internal.h"

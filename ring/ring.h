@@ -17,6 +17,7 @@
 #define RING_RING_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <mpi.h>
 
 #ifdef __cplusplus
@@ -73,6 +74,14 @@ size_t ring_dtype_size(ring_dtype_t dtype);
 /* Short names ("f32", "bf16", "sum", "avg", ...); NULL when unknown. */
 const char *ring_dtype_name(ring_dtype_t dtype);
 const char *ring_op_name(ring_op_t op);
+
+/* Conversions between float and the 16-bit types, as the reductions do
+ * them: round to nearest even, subnormals kept, NaN stays NaN, beyond
+ * 65504 (f16) becomes inf. */
+uint16_t ring_f32_to_f16(float value);
+float ring_f16_to_f32(uint16_t bits);
+uint16_t ring_f32_to_bf16(float value);
+float ring_bf16_to_f32(uint16_t bits);
 
 /* ---- allreduce algorithms ---- */
 typedef enum {

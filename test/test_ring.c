@@ -13,7 +13,6 @@
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdint.h>
 #include <string.h>
-#include "ring/reduce_op.h"
 #include "ring/ring.h"
 #include "test/test.h"
 
@@ -37,8 +36,8 @@ static void store(void *buf, size_t i, ring_dtype_t dtype, double v)
     switch (dtype) {
     case RING_FLOAT32: ((float *)buf)[i] = (float)v; break;
     case RING_FLOAT64: ((double *)buf)[i] = v; break;
-    case RING_FLOAT16: ((uint16_t *)buf)[i] = ring__f32_to_f16((float)v); break;
-    case RING_BFLOAT16: ((uint16_t *)buf)[i] = ring__f32_to_bf16((float)v); break;
+    case RING_FLOAT16: ((uint16_t *)buf)[i] = ring_f32_to_f16((float)v); break;
+    case RING_BFLOAT16: ((uint16_t *)buf)[i] = ring_f32_to_bf16((float)v); break;
     case RING_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
     case RING_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
     case RING_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
@@ -51,8 +50,8 @@ static double load(const void *buf, size_t i, ring_dtype_t dtype)
     switch (dtype) {
     case RING_FLOAT32: return ((const float *)buf)[i];
     case RING_FLOAT64: return ((const double *)buf)[i];
-    case RING_FLOAT16: return ring__f16_to_f32(((const uint16_t *)buf)[i]);
-    case RING_BFLOAT16: return ring__bf16_to_f32(((const uint16_t *)buf)[i]);
+    case RING_FLOAT16: return ring_f16_to_f32(((const uint16_t *)buf)[i]);
+    case RING_BFLOAT16: return ring_bf16_to_f32(((const uint16_t *)buf)[i]);
     case RING_INT32: return ((const int32_t *)buf)[i];
     case RING_INT64: return (double)((const int64_t *)buf)[i];
     case RING_UINT8: return ((const uint8_t *)buf)[i];
