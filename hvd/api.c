@@ -1,0 +1,265 @@
+/* hvd/api.c: the public API of hvd/hvd.h. Init and shutdown, topology, and
+ * the collectives, which only check their arguments, describe the request
+ * and queue it for the engine thread (hvd/engine.c). */
+#include <stdlib.h>
+#include <string.h>
+#include "hvd/hvd_internal.h"
+
+/* hvd's statuses are ring's, so ring's pass through unchanged. */
+#define HVD__SAME_STATUS(name, value, text)                                    \
+    _Static_assert((int)HVD_##name == (int)RING_##name, "status " #name);
+RING_STATUS_MAP(HVD__SAME_STATUS)
+#undef HVD__SAME_STATUS
+
+static enum { HVD__NEW, HVD__UP, HVD__DOWN } hvd__state = HVD__NEW;
+static int hvd__started_mpi; /* we called MPI_Init_thread: we finalise */
+static int hvd__local_rank, hvd__local_size, hvd__cross_rank, hvd__cross_size;
+static uint64_t hvd__unnamed_seq[HVD__KIND_COUNT]; /* names for NULL */
+
+const char *hvd_strerror(int status)
+{
+    switch (status) {
+#define HVD_STATUS_TEXT(name, value, text)                                     \
+    case HVD_##name: return text;
+        HVD_STATUS_MAP(HVD_STATUS_TEXT)
+#undef HVD_STATUS_TEXT
+    }
+    return "unknown status";
+}
+
+static int hvd__check_up(const char *func)
+{
+    if (hvd__state == HVD__UP) return HVD_OK;
+    fprintf(stderr, "hvd: %s: %s\n", func,
+            hvd__state == HVD__NEW ? "call hvd_init() first"
+                                   : "hvd_shutdown() was called");
+    return HVD_ERR_STATE;
+}
+
+/* Local rank and size from the node's shared-memory communicator; cross
+ * rank and size from the ranks that share our local rank (one per node). */
+static int hvd__topology(void)
+{
+    MPI_Comm local, cross;
+    if (MPI_Comm_split_type(hvd__engine.comm, MPI_COMM_TYPE_SHARED,
+                            hvd__engine.rank, MPI_INFO_NULL, &local) !=
+        MPI_SUCCESS)
+        return HVD_ERR_MPI;
+    MPI_Comm_rank(local, &hvd__local_rank);
+    MPI_Comm_size(local, &hvd__local_size);
+    MPI_Comm_free(&local);
+    if (MPI_Comm_split(hvd__engine.comm, hvd__local_rank, hvd__engine.rank,
+                       &cross) != MPI_SUCCESS)
+        return HVD_ERR_MPI;
+    MPI_Comm_rank(cross, &hvd__cross_rank);
+    MPI_Comm_size(cross, &hvd__cross_size);
+    MPI_Comm_free(&cross);
+    return HVD_OK;
+}
+
+int hvd_init(int *argc, char ***argv)
+{
+    int status, up = 0, provided;
+    if (hvd__state == HVD__UP) {
+        fprintf(stderr, "hvd: hvd_init: already initialised\n");
+        return HVD_ERR_STATE;
+    }
+    status = hvd__config_read(&hvd__engine.config);
+    if (status != HVD_OK) return status;
+    MPI_Initialized(&up);
+    if (!up) {
+        /* MULTIPLE, so the program may use MPI beside the engine thread. */
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) !=
+            MPI_SUCCESS)
+            return HVD_ERR_MPI;
+        hvd__started_mpi = 1;
+    } else {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (finalized) {
+            fprintf(stderr, "hvd: hvd_init: MPI is already finalised\n");
+            return HVD_ERR_STATE;
+        }
+        MPI_Query_thread(&provided);
+    }
+    if (provided < MPI_THREAD_SERIALIZED) {
+        fprintf(stderr, "hvd: hvd_init: MPI gives thread level %d; the engine "
+                        "thread needs MPI_THREAD_SERIALIZED or more (start MPI "
+                        "with MPI_Init_thread, or let hvd_init start it)\n",
+                provided);
+        return HVD_ERR_MPI;
+    }
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &hvd__engine.comm) != MPI_SUCCESS)
+        return HVD_ERR_MPI;
+    MPI_Comm_rank(hvd__engine.comm, &hvd__engine.rank);
+    MPI_Comm_size(hvd__engine.comm, &hvd__engine.size);
+    status = hvd__topology();
+    if (status == HVD_OK && hvd__engine.rank == 0) hvd__config_print();
+    if (status == HVD_OK) status = hvd__engine_start();
+    if (status != HVD_OK) return status;
+    memset(hvd__unnamed_seq, 0, sizeof hvd__unnamed_seq);
+    hvd__state = HVD__UP;
+    return HVD_OK;
+}
+
+int hvd_shutdown(void)
+{
+    int status = hvd__check_up("hvd_shutdown");
+    if (status != HVD_OK) return status;
+    status = hvd__engine_stop();
+    hvd__state = HVD__DOWN;
+    MPI_Comm_free(&hvd__engine.comm);
+    if (hvd__started_mpi) MPI_Finalize();
+    hvd__started_mpi = 0;
+    return status;
+}
+
+#define HVD__TOPOLOGY(fn, value)                                               \
+    int fn(void)                                                               \
+    {                                                                          \
+        int status = hvd__check_up(#fn);                                       \
+        return status == HVD_OK ? (value) : status;                            \
+    }
+HVD__TOPOLOGY(hvd_rank, hvd__engine.rank)
+HVD__TOPOLOGY(hvd_size, hvd__engine.size)
+HVD__TOPOLOGY(hvd_local_rank, hvd__local_rank)
+HVD__TOPOLOGY(hvd_local_size, hvd__local_size)
+HVD__TOPOLOGY(hvd_cross_rank, hvd__cross_rank)
+HVD__TOPOLOGY(hvd_cross_size, hvd__cross_size)
+#undef HVD__TOPOLOGY
+
+/* ---- submitting ---- */
+
+static int hvd__bad(const char *func, const char *why)
+{
+    fprintf(stderr, "hvd: %s: %s\n", func, why);
+    return HVD_ERR_ARG;
+}
+
+/* Checks what every collective shares and queues the request. */
+static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
+                       void *recvbuf, size_t count, int dtype, int op,
+                       int root, const char *name, hvd_handle_t *handle)
+{
+    int status = hvd__check_up(func);
+    if (status != HVD_OK) return status;
+    if (!handle) return hvd__bad(func, "handle is NULL");
+    *handle = NULL;
+    if (ring_dtype_size((ring_dtype_t)dtype) == 0)
+        return hvd__bad(func, "unknown dtype");
+    if (kind == HVD__ALLREDUCE && ring_op_name((ring_op_t)op) == NULL)
+        return hvd__bad(func, "unknown op");
+    if (kind == HVD__ALLREDUCE && op == HVD_AVERAGE && dtype >= HVD_INT32)
+        return hvd__bad(func, "average is for floating dtypes (use sum)");
+    if (count > 0 && (!sendbuf || !recvbuf))
+        return hvd__bad(func, "NULL buffer with count > 0");
+    if (kind == HVD__BROADCAST && (root < 0 || root >= hvd__engine.size))
+        return hvd__bad(func, "root is not a rank");
+    if (name && strlen(name) >= HVD__NAME_MAX)
+        return hvd__bad(func, "name longer than 199 bytes");
+    if (name && strncmp(name, "__", 2) == 0)
+        return hvd__bad(func, "names starting with \"__\" are hvd's own");
+
+    hvd_handle_t h = calloc(1, sizeof *h);
+    if (!h) return HVD_ERR_NOMEM;
+    h->desc = (hvd__desc_t){.kind = kind, .dtype = dtype,
+                            .op = kind == HVD__ALLREDUCE ? op : 0,
+                            .root = kind == HVD__BROADCAST ? root : 0,
+                            .count = count};
+    if (name)
+        strcpy(h->desc.name, name);
+    else /* matched by order: the n-th unnamed call of a kind on each rank */
+        snprintf(h->desc.name, sizeof h->desc.name, "__%s.%llu",
+                 hvd__kind_name(kind),
+                 (unsigned long long)hvd__unnamed_seq[kind]++);
+    h->sendbuf = sendbuf;
+    h->recvbuf = recvbuf;
+    status = hvd__engine_submit(h);
+    if (status != HVD_OK) {
+        free(h);
+        return status;
+    }
+    *handle = h;
+    return HVD_OK;
+}
+
+int hvd_wait(hvd_handle_t handle)
+{
+    if (!handle) return HVD_ERR_ARG;
+    pthread_mutex_lock(&hvd__engine.mu);
+    while (!handle->done)
+        pthread_cond_wait(&hvd__engine.done_cv, &hvd__engine.mu);
+    pthread_mutex_unlock(&hvd__engine.mu);
+    int status = handle->status;
+    free(handle);
+    return status;
+}
+
+int hvd_poll(hvd_handle_t handle)
+{
+    if (!handle) return HVD_ERR_ARG;
+    pthread_mutex_lock(&hvd__engine.mu);
+    int done = handle->done;
+    pthread_mutex_unlock(&hvd__engine.mu);
+    if (!done) return 0;
+    return handle->status == HVD_OK ? 1 : handle->status;
+}
+
+/* Submit, then wait: the blocking calls. The handle is read only after
+ * the submitting call (an argument to this one) has set it. */
+static int hvd__run(int status, hvd_handle_t *handle)
+{
+    return status == HVD_OK ? hvd_wait(*handle) : status;
+}
+
+int hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,
+                        hvd_dtype_t dtype, hvd_op_t op, const char *name,
+                        hvd_handle_t *handle)
+{
+    return hvd__submit("hvd_allreduce", HVD__ALLREDUCE, sendbuf, recvbuf,
+                       count, dtype, op, 0, name, handle);
+}
+
+int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                  hvd_dtype_t dtype, hvd_op_t op, const char *name)
+{
+    hvd_handle_t h;
+    return hvd__run(hvd_allreduce_async(sendbuf, recvbuf, count, dtype, op,
+                                        name, &h), &h);
+}
+
+int hvd_broadcast_async(void *buf, size_t count, hvd_dtype_t dtype, int root,
+                        const char *name, hvd_handle_t *handle)
+{
+    return hvd__submit("hvd_broadcast", HVD__BROADCAST, buf, buf, count,
+                       dtype, 0, root, name, handle);
+}
+
+int hvd_broadcast(void *buf, size_t count, hvd_dtype_t dtype, int root,
+                  const char *name)
+{
+    hvd_handle_t h;
+    return hvd__run(hvd_broadcast_async(buf, count, dtype, root, name, &h), &h);
+}
+
+int hvd_allgather(const void *sendbuf, size_t count, void *recvbuf,
+                  hvd_dtype_t dtype, const char *name)
+{
+    hvd_handle_t h;
+    return hvd__run(hvd__submit("hvd_allgather", HVD__ALLGATHER, sendbuf,
+                                recvbuf, count, dtype, 0, 0, name, &h), &h);
+}
+
+int hvd_barrier(void)
+{
+    hvd_handle_t h;
+    return hvd__run(hvd__submit("hvd_barrier", HVD__BARRIER, NULL, NULL, 0,
+                                HVD_UINT8, 0, 0, NULL, &h), &h);
+}
+
+int hvd_join(void)
+{
+    hvd_handle_t h;
+    return hvd__run(hvd__submit("hvd_join", HVD__JOIN, NULL, NULL, 0,
+                                HVD_UINT8, 0, 0, NULL, &h), &h);
+}

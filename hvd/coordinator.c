@@ -1,0 +1,497 @@
+/* hvd/coordinator.c: the slow path of negotiation, and the byte formats of
+ * what ranks exchange on it.
+ *
+ * Each rank sends rank 0 the requests it has not sent before, and whether
+ * it has joined. Rank 0 keeps a table, in order of first arrival, of names
+ * that some ranks have made: a name is ready once every rank that has not
+ * joined has made it. Ready names are checked (kind, count, dtype, op and
+ * root must agree; a mismatch becomes an error response naming what
+ * differed on which ranks), grouped for fusion, and broadcast as the plan
+ * every rank runs in the same order. Names that wait longer than
+ * HVD_STALL_CHECK_TIME are reported with the ranks that are missing; past
+ * HVD_STALL_SHUTDOWN_TIME a stall response stops every rank's engine.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "hvd/hvd_internal.h"
+
+/* Tensors this large gain nothing from fusion but its two copies: they
+ * are reduced where they lie. */
+static const size_t hvd__direct_bytes = 4 << 20;
+
+/* ---- plans ---- */
+
+void hvd__plan_free(hvd__plan_t *plan)
+{
+    for (size_t i = 0; i < plan->len; i++) free(plan->items[i].descs);
+    free(plan->items);
+    *plan = (hvd__plan_t){0};
+}
+
+static hvd__response_t *hvd__plan_add(hvd__plan_t *plan, int status,
+                                      int ndescs)
+{
+    if (plan->len == plan->cap) {
+        size_t cap = plan->cap ? 2 * plan->cap : 16;
+        hvd__response_t *items = realloc(plan->items, cap * sizeof *items);
+        if (!items) return NULL;
+        plan->items = items;
+        plan->cap = cap;
+    }
+    hvd__response_t *r = &plan->items[plan->len];
+    memset(r, 0, sizeof *r);
+    r->descs = calloc((size_t)ndescs + 1, sizeof *r->descs);
+    if (!r->descs) return NULL;
+    r->head.status = status;
+    r->head.ndescs = ndescs;
+    plan->len++;
+    return r;
+}
+
+static size_t hvd__desc_bytes(const hvd__desc_t *d)
+{
+    return (size_t)d->count * ring_dtype_size((ring_dtype_t)d->dtype);
+}
+
+static int hvd__fusible(const hvd__desc_t *d, size_t threshold)
+{
+    size_t nbytes = hvd__desc_bytes(d);
+    return d->kind == HVD__ALLREDUCE && nbytes <= threshold &&
+           nbytes < hvd__direct_bytes;
+}
+
+int hvd__plan_group(const hvd__desc_t *descs, size_t n, hvd__plan_t *plan)
+{
+    size_t threshold = hvd__engine.config.fusion_threshold;
+    for (size_t i = 0; i < n;) {
+        /* The run of fusible allreduces like descs[i] that fits. */
+        size_t end = i + 1, total = hvd__desc_bytes(&descs[i]);
+        if (hvd__fusible(&descs[i], threshold)) {
+            while (end < n && hvd__fusible(&descs[end], threshold) &&
+                   descs[end].dtype == descs[i].dtype &&
+                   descs[end].op == descs[i].op &&
+                   total + hvd__desc_bytes(&descs[end]) <= threshold)
+                total += hvd__desc_bytes(&descs[end++]);
+        }
+        hvd__response_t *r = hvd__plan_add(plan, HVD_OK, (int)(end - i));
+        if (!r) return HVD_ERR_NOMEM;
+        memcpy(r->descs, &descs[i], (end - i) * sizeof *descs);
+        i = end;
+    }
+    return HVD_OK;
+}
+
+/* ---- byte formats ---- */
+
+/* A desc from another rank is checked before use: a NUL-terminated name,
+ * known kind, dtype and op. */
+static int hvd__desc_valid(const hvd__desc_t *d)
+{
+    return memchr(d->name, '\0', sizeof d->name) != NULL && d->kind >= 0 &&
+           d->kind < HVD__KIND_COUNT &&
+           ring_dtype_size((ring_dtype_t)d->dtype) != 0 &&
+           ring_op_name((ring_op_t)d->op) != NULL && d->root >= 0;
+}
+
+typedef struct {
+    int32_t joined, n;
+} hvd__requests_head_t;
+
+int hvd__encode_requests(hvd_handle_t *reqs, size_t n, int joined,
+                         char **bytes, size_t *nbytes)
+{
+    hvd__requests_head_t head = {joined, (int32_t)n};
+    *nbytes = sizeof head + n * sizeof(hvd__desc_t);
+    *bytes = malloc(*nbytes);
+    if (!*bytes) return HVD_ERR_NOMEM;
+    memcpy(*bytes, &head, sizeof head);
+    for (size_t i = 0; i < n; i++)
+        memcpy(*bytes + sizeof head + i * sizeof(hvd__desc_t), &reqs[i]->desc,
+               sizeof(hvd__desc_t));
+    return HVD_OK;
+}
+
+int hvd__decode_requests(const char *bytes, size_t nbytes, int *joined,
+                         hvd__desc_t **descs, size_t *n)
+{
+    hvd__requests_head_t head;
+    if (nbytes < sizeof head) return HVD_ERR_ARG;
+    memcpy(&head, bytes, sizeof head);
+    if (head.n < 0 ||
+        nbytes != sizeof head + (size_t)head.n * sizeof(hvd__desc_t))
+        return HVD_ERR_ARG;
+    *descs = malloc((size_t)head.n * sizeof **descs + 1);
+    if (!*descs) return HVD_ERR_NOMEM;
+    memcpy(*descs, bytes + sizeof head, (size_t)head.n * sizeof **descs);
+    for (int32_t i = 0; i < head.n; i++) {
+        if (!hvd__desc_valid(&(*descs)[i])) {
+            free(*descs);
+            *descs = NULL;
+            return HVD_ERR_ARG;
+        }
+    }
+    *joined = head.joined != 0;
+    *n = (size_t)head.n;
+    return HVD_OK;
+}
+
+int hvd__encode_plan(const hvd__plan_t *plan, char **bytes, size_t *nbytes)
+{
+    int32_t n = (int32_t)plan->len;
+    size_t total = sizeof n;
+    for (size_t i = 0; i < plan->len; i++)
+        total += sizeof(hvd__response_head_t) +
+                 (size_t)plan->items[i].head.ndescs * sizeof(hvd__desc_t);
+    char *p = *bytes = malloc(total);
+    if (!p) return HVD_ERR_NOMEM;
+    memcpy(p, &n, sizeof n);
+    p += sizeof n;
+    for (size_t i = 0; i < plan->len; i++) {
+        const hvd__response_t *r = &plan->items[i];
+        memcpy(p, &r->head, sizeof r->head);
+        p += sizeof r->head;
+        memcpy(p, r->descs, (size_t)r->head.ndescs * sizeof(hvd__desc_t));
+        p += (size_t)r->head.ndescs * sizeof(hvd__desc_t);
+    }
+    *nbytes = total;
+    return HVD_OK;
+}
+
+int hvd__decode_plan(const char *bytes, size_t nbytes, hvd__plan_t *plan)
+{
+    int32_t n;
+    size_t at = sizeof n;
+    *plan = (hvd__plan_t){0};
+    if (nbytes < sizeof n) return HVD_ERR_ARG;
+    memcpy(&n, bytes, sizeof n);
+    for (int32_t i = 0; n >= 0 && i < n; i++) {
+        hvd__response_head_t head;
+        if (nbytes - at < sizeof head) goto bad;
+        memcpy(&head, bytes + at, sizeof head);
+        at += sizeof head;
+        if (head.ndescs < 0 ||
+            (size_t)head.ndescs > (nbytes - at) / sizeof(hvd__desc_t) ||
+            !memchr(head.message, '\0', sizeof head.message))
+            goto bad;
+        hvd__response_t *r = hvd__plan_add(plan, head.status, head.ndescs);
+        if (!r) {
+            hvd__plan_free(plan);
+            return HVD_ERR_NOMEM;
+        }
+        r->head = head;
+        memcpy(r->descs, bytes + at, (size_t)head.ndescs * sizeof *r->descs);
+        at += (size_t)head.ndescs * sizeof *r->descs;
+        for (int32_t d = 0; d < head.ndescs; d++)
+            if (!hvd__desc_valid(&r->descs[d])) goto bad;
+    }
+    if (n < 0 || at != nbytes) goto bad;
+    return HVD_OK;
+bad:
+    hvd__plan_free(plan);
+    return HVD_ERR_ARG;
+}
+
+/* ---- rank 0's table ---- */
+
+typedef struct {
+    hvd__desc_t *descs; /* per rank */
+    char *present;      /* per rank */
+    double first_s, warned_s;
+} hvd__entry_t;
+
+static struct {
+    hvd__entry_t *items;
+    size_t len, cap;
+    char *joined; /* per rank */
+} hvd__table;
+
+int hvd__coordinator_waiting(void)
+{
+    return hvd__table.len > 0;
+}
+
+void hvd__coordinator_free(void)
+{
+    for (size_t i = 0; i < hvd__table.len; i++) {
+        free(hvd__table.items[i].descs);
+        free(hvd__table.items[i].present);
+    }
+    free(hvd__table.items);
+    free(hvd__table.joined);
+    memset(&hvd__table, 0, sizeof hvd__table);
+}
+
+static hvd__entry_t *hvd__table_entry(const char *name, double now)
+{
+    for (size_t i = 0; i < hvd__table.len; i++)
+        if (strcmp(hvd__table.items[i].descs[0].name, name) == 0)
+            return &hvd__table.items[i];
+    if (hvd__table.len == hvd__table.cap) {
+        size_t cap = hvd__table.cap ? 2 * hvd__table.cap : 64;
+        hvd__entry_t *items = realloc(hvd__table.items, cap * sizeof *items);
+        if (!items) return NULL;
+        hvd__table.items = items;
+        hvd__table.cap = cap;
+    }
+    int size = hvd__engine.size;
+    hvd__entry_t *e = &hvd__table.items[hvd__table.len];
+    e->descs = calloc((size_t)size, sizeof *e->descs);
+    e->present = calloc((size_t)size, 1);
+    if (!e->descs || !e->present) {
+        free(e->descs);
+        free(e->present);
+        return NULL;
+    }
+    strcpy(e->descs[0].name, name); /* the key, until rank 0's own arrives */
+    e->first_s = e->warned_s = now;
+    hvd__table.len++;
+    return e;
+}
+
+static void hvd__table_drop(size_t i)
+{
+    free(hvd__table.items[i].descs);
+    free(hvd__table.items[i].present);
+    memmove(&hvd__table.items[i], &hvd__table.items[i + 1],
+            (hvd__table.len - i - 1) * sizeof *hvd__table.items);
+    hvd__table.len--;
+}
+
+/* "ranks 1, 3" of the ranks for which pick() holds, into text. */
+static void hvd__rank_list(char *text, size_t len, const hvd__entry_t *e,
+                           int want_present)
+{
+    size_t used = 0;
+    text[0] = '\0';
+    for (int r = 0; r < hvd__engine.size && used + 16 < len; r++) {
+        if ((e->present[r] != 0) != want_present || hvd__table.joined[r])
+            continue;
+        used += (size_t)snprintf(text + used, len - used, "%s%d",
+                                 used ? ", " : "", r);
+    }
+}
+
+/* Empty when all present ranks agree; else what differs, on which ranks. */
+static void hvd__check_agreement(const hvd__entry_t *e, char *message,
+                                 size_t len)
+{
+    const hvd__desc_t *ref = NULL;
+    int ref_rank = -1;
+    message[0] = '\0';
+    for (int r = 0; r < hvd__engine.size; r++) {
+        if (!e->present[r]) continue;
+        const hvd__desc_t *d = &e->descs[r];
+        if (!ref) {
+            ref = d;
+            ref_rank = r;
+            continue;
+        }
+        const char *field = d->kind != ref->kind     ? "kind"
+                             : d->count != ref->count ? "count"
+                             : d->dtype != ref->dtype ? "dtype"
+                             : d->op != ref->op       ? "op"
+                             : d->root != ref->root   ? "root"
+                                                      : NULL;
+        if (!field) continue;
+        snprintf(message, len,
+                 "'%s': ranks disagree on %s: rank %d has %s count=%llu "
+                 "dtype=%s op=%s root=%d, rank %d has %s count=%llu dtype=%s "
+                 "op=%s root=%d",
+                 ref->name, field, ref_rank, hvd__kind_name(ref->kind),
+                 (unsigned long long)ref->count,
+                 ring_dtype_name((ring_dtype_t)ref->dtype),
+                 ring_op_name((ring_op_t)ref->op), ref->root, r,
+                 hvd__kind_name(d->kind), (unsigned long long)d->count,
+                 ring_dtype_name((ring_dtype_t)d->dtype),
+                 ring_op_name((ring_op_t)d->op), d->root);
+        return;
+    }
+    if (ref && ref->kind == HVD__BROADCAST && hvd__table.joined[ref->root])
+        snprintf(message, len, "'%s': broadcast root %d has joined",
+                 ref->name, ref->root);
+}
+
+static int hvd__entry_ready(const hvd__entry_t *e)
+{
+    int any = 0;
+    for (int r = 0; r < hvd__engine.size; r++) {
+        if (!e->present[r] && !hvd__table.joined[r]) return 0;
+        any |= e->present[r];
+    }
+    return any;
+}
+
+/* Moves ready entries into the plan; reports and ends stalls. */
+static int hvd__decide(hvd__plan_t *plan, double now)
+{
+    const hvd__config_t *cfg = &hvd__engine.config;
+    hvd__desc_t *ready = malloc((hvd__table.len + 1) * sizeof *ready);
+    size_t nready = 0;
+    int status = ready ? HVD_OK : HVD_ERR_NOMEM;
+    char message[sizeof ((hvd__response_head_t *)0)->message];
+    char ranks[256];
+    for (size_t i = 0; status == HVD_OK && i < hvd__table.len;) {
+        hvd__entry_t *e = &hvd__table.items[i];
+        if (!hvd__entry_ready(e)) {
+            double age = now - e->first_s;
+            hvd__rank_list(ranks, sizeof ranks, e, 0);
+            if (cfg->stall_shutdown_s > 0 && age > cfg->stall_shutdown_s) {
+                hvd__response_t *r = hvd__plan_add(plan, HVD_ERR_STALL, 0);
+                if (!r) return HVD_ERR_NOMEM;
+                snprintf(r->head.message, sizeof r->head.message,
+                         "'%s' stalled for %.1f s (HVD_STALL_SHUTDOWN_TIME): "
+                         "missing ranks %s; stopping",
+                         e->descs[0].name, age, ranks);
+                break;
+            }
+            if (age > cfg->stall_check_s &&
+                now - e->warned_s > cfg->stall_check_s) {
+                hvd__log(HVD__LOG_WARNING,
+                         "stall: '%s' was made %.1f s ago by some ranks; "
+                         "missing ranks: %s",
+                         e->descs[0].name, age, ranks);
+                e->warned_s = now;
+            }
+            i++;
+            continue;
+        }
+        hvd__check_agreement(e, message, sizeof message);
+        if (message[0]) {
+            hvd__response_t *r = hvd__plan_add(plan, HVD_ERR_MISMATCH, 1);
+            if (!r) return HVD_ERR_NOMEM;
+            memcpy(r->head.message, message, sizeof message);
+            strcpy(r->descs[0].name, e->descs[0].name);
+        } else {
+            for (int k = 0; k < hvd__engine.size; k++)
+                if (e->present[k]) ready[nready] = e->descs[k];
+            nready++;
+        }
+        hvd__table_drop(i);
+    }
+    if (status == HVD_OK) status = hvd__plan_group(ready, nready, plan);
+    free(ready);
+    return status;
+}
+
+/* Rank 0: the requests of every rank into the table. */
+static int hvd__gathered(const char *bytes, const int *sizes, double now)
+{
+    size_t at = 0;
+    if (!hvd__table.joined) {
+        hvd__table.joined = calloc((size_t)hvd__engine.size, 1);
+        if (!hvd__table.joined) return HVD_ERR_NOMEM;
+    }
+    for (int r = 0; r < hvd__engine.size; r++) {
+        hvd__desc_t *descs;
+        size_t n;
+        int joined;
+        int status = hvd__decode_requests(bytes + at, (size_t)sizes[r],
+                                          &joined, &descs, &n);
+        if (status != HVD_OK) {
+            hvd__log(HVD__LOG_ERROR, "corrupt request message from rank %d",
+                     r);
+            return status;
+        }
+        at += (size_t)sizes[r];
+        hvd__table.joined[r] = (char)joined;
+        for (size_t i = 0; i < n; i++) {
+            hvd__entry_t *e = hvd__table_entry(descs[i].name, now);
+            if (!e) {
+                free(descs);
+                return HVD_ERR_NOMEM;
+            }
+            e->descs[r] = descs[i];
+            e->present[r] = 1;
+        }
+        free(descs);
+    }
+    return HVD_OK;
+}
+
+int hvd__coordinate(hvd__list_t *pending, int joined, hvd__plan_t *plan)
+{
+    int status, nbytes_int, size = hvd__engine.size, root = 0;
+    int is_root = hvd__engine.rank == root;
+    char *mine = NULL, *all = NULL, *planned = NULL;
+    int *sizes = NULL, *displs = NULL;
+    size_t nbytes, nplanned = 0, nnew = 0;
+    MPI_Request req;
+    hvd_handle_t *fresh = malloc((pending->len + 1) * sizeof *fresh);
+    if (!fresh) return HVD_ERR_NOMEM;
+    for (size_t i = 0; i < pending->len; i++) {
+        hvd_handle_t h = pending->items[i];
+        if (h->coordinated) continue;
+        h->coordinated = 1;
+        fresh[nnew++] = h;
+    }
+    status = hvd__encode_requests(fresh, nnew, joined, &mine, &nbytes);
+    free(fresh);
+    if (status != HVD_OK) return status;
+    nbytes_int = (int)nbytes;
+    if (is_root) {
+        sizes = malloc((size_t)size * sizeof *sizes);
+        displs = malloc((size_t)size * sizeof *displs);
+        if (!sizes || !displs) {
+            status = HVD_ERR_NOMEM;
+            goto out;
+        }
+    }
+#define HVD__MPI(call)                                                         \
+    do {                                                                       \
+        if ((call) != MPI_SUCCESS) {                                           \
+            status = HVD_ERR_MPI;                                              \
+            goto out;                                                          \
+        }                                                                      \
+        if ((status = hvd__mpi_wait(&req)) != HVD_OK) goto out;                \
+    } while (0)
+    HVD__MPI(MPI_Igather(&nbytes_int, 1, MPI_INT, sizes, 1, MPI_INT, root,
+                         hvd__engine.comm, &req));
+    if (is_root) {
+        size_t total = 0;
+        for (int r = 0; r < size; r++) {
+            displs[r] = (int)total;
+            total += (size_t)sizes[r];
+        }
+        all = malloc(total + 1);
+        if (!all) {
+            status = HVD_ERR_NOMEM;
+            goto out;
+        }
+    }
+    HVD__MPI(MPI_Igatherv(mine, nbytes_int, MPI_BYTE, all, sizes, displs,
+                          MPI_BYTE, root, hvd__engine.comm, &req));
+    if (is_root) {
+        hvd__plan_t decided = {0};
+        double now = hvd__now();
+        status = hvd__gathered(all, sizes, now);
+        if (status == HVD_OK) status = hvd__decide(&decided, now);
+        if (status == HVD_OK)
+            status = hvd__encode_plan(&decided, &planned, &nplanned);
+        hvd__plan_free(&decided);
+    }
+    /* A plan size of -1 tells the others that rank 0 failed, so that no
+     * rank waits for a plan that will not come. */
+    int nplanned_int = status == HVD_OK ? (int)nplanned : -1;
+    HVD__MPI(MPI_Ibcast(&nplanned_int, 1, MPI_INT, root, hvd__engine.comm,
+                        &req));
+    if (nplanned_int < 0) {
+        if (status == HVD_OK) status = HVD_ERR_MPI;
+        goto out;
+    }
+    if (!is_root) planned = malloc((size_t)nplanned_int + 1);
+    if (!planned) {
+        status = HVD_ERR_NOMEM;
+        goto out;
+    }
+    HVD__MPI(MPI_Ibcast(planned, nplanned_int, MPI_BYTE, root,
+                        hvd__engine.comm, &req));
+#undef HVD__MPI
+    status = hvd__decode_plan(planned, (size_t)nplanned_int, plan);
+out:
+    free(mine);
+    free(all);
+    free(sizes);
+    free(displs);
+    free(planned);
+    return status;
+}

@@ -1,0 +1,395 @@
+/* hvd/engine.c: the background thread, the only caller of MPI after init.
+ *
+ * Every HVD_CYCLE_TIME each rank's engine takes the requests submitted
+ * since the last cycle and the ranks agree on what is ready:
+ *
+ *  1. Fast path, every cycle: one small MPI_Iallreduce(BAND) of bits. Names
+ *     completed once before sit in a response cache, at the same slot on
+ *     every rank (entries are added in plan order, which all ranks share).
+ *     A rank sets a slot's bit when it has a request matching that entry
+ *     exactly; a slot whose AND is set is ready everywhere and runs with no
+ *     coordinator. Flags ride along: "I need the coordinator" and "this
+ *     entry no longer matches my request" are ORs, sent complemented so
+ *     that one AND carries them; "I want to shut down" and "I have joined"
+ *     are ANDs.
+ *  2. Slow path, only when some rank needs it: the coordinator (rank 0)
+ *     gathers the requests not seen before, decides which names every rank
+ *     has made, checks that they agree, and broadcasts the plan
+ *     (coordinator.c).
+ *
+ * Both paths give every rank the same ordered list of responses, which
+ * execute.c runs (fusing allreduces) and which complete the handles.
+ * A joined rank sets every cache bit and takes part in whatever the others
+ * do with zeros. Between cycles the thread sleeps on a condition variable;
+ * while waiting for other ranks it polls its non-blocking MPI call with
+ * short sleeps, so an idle engine does not take a core from training.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "hvd/hvd_internal.h"
+
+hvd__engine_t hvd__engine = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .wake_cv = PTHREAD_COND_INITIALIZER,
+    .done_cv = PTHREAD_COND_INITIALIZER,
+};
+
+const char *hvd__kind_name(int kind)
+{
+    static const char *const names[HVD__KIND_COUNT] = {
+        "allreduce", "broadcast", "allgather", "barrier", "join"};
+    return kind >= 0 && kind < HVD__KIND_COUNT ? names[kind] : "unknown";
+}
+
+/* ---- lists ---- */
+
+int hvd__list_push(hvd__list_t *list, hvd_handle_t h)
+{
+    if (list->len == list->cap) {
+        size_t cap = list->cap ? 2 * list->cap : 64;
+        hvd_handle_t *items = realloc(list->items, cap * sizeof *items);
+        if (!items) return HVD_ERR_NOMEM;
+        list->items = items;
+        list->cap = cap;
+    }
+    list->items[list->len++] = h;
+    return HVD_OK;
+}
+
+hvd_handle_t hvd__list_find(const hvd__list_t *list, const char *name)
+{
+    for (size_t i = 0; i < list->len; i++)
+        if (strcmp(list->items[i]->desc.name, name) == 0) return list->items[i];
+    return NULL;
+}
+
+void hvd__list_remove(hvd__list_t *list, hvd_handle_t h)
+{
+    for (size_t i = 0; i < list->len; i++) {
+        if (list->items[i] == h) {
+            /* Keep the order: requests run oldest first. */
+            memmove(&list->items[i], &list->items[i + 1],
+                    (list->len - i - 1) * sizeof *list->items);
+            list->len--;
+            return;
+        }
+    }
+}
+
+void hvd__list_free(hvd__list_t *list)
+{
+    free(list->items);
+    *list = (hvd__list_t){0};
+}
+
+/* ---- submission and completion ---- */
+
+int hvd__engine_submit(hvd_handle_t h)
+{
+    int status = HVD_OK;
+    pthread_mutex_lock(&hvd__engine.mu);
+    if (hvd__engine.stalled) {
+        status = HVD_ERR_STALL;
+    } else if (hvd__list_find(&hvd__engine.inflight, h->desc.name)) {
+        fprintf(stderr, "hvd[%d]: %s '%s' is already in flight on this rank: "
+                        "wait for it before making it again\n",
+                hvd__engine.rank, hvd__kind_name(h->desc.kind), h->desc.name);
+        status = HVD_ERR_STATE;
+    } else {
+        status = hvd__list_push(&hvd__engine.inflight, h);
+    }
+    if (status == HVD_OK) {
+        h->next = NULL;
+        *hvd__engine.incoming_tail = h;
+        hvd__engine.incoming_tail = &h->next;
+    }
+    pthread_mutex_unlock(&hvd__engine.mu);
+    return status;
+}
+
+void hvd__complete(hvd_handle_t h, int status)
+{
+    pthread_mutex_lock(&hvd__engine.mu);
+    hvd__list_remove(&hvd__engine.inflight, h);
+    h->status = status;
+    h->done = 1;
+    pthread_cond_broadcast(&hvd__engine.done_cv);
+    pthread_mutex_unlock(&hvd__engine.mu);
+}
+
+int hvd__mpi_wait(MPI_Request *request)
+{
+    /* Test, then sleep a little: other ranks may be a cycle behind. */
+    struct timespec nap = {0, 20000};
+    for (;;) {
+        int done = 0;
+        if (MPI_Test(request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return HVD_ERR_MPI;
+        if (done) return HVD_OK;
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* ---- the response cache (engine only) ---- */
+
+enum { HVD__CACHE_CAP = 1024, HVD__CACHE_WORDS = HVD__CACHE_CAP / 64 };
+
+static struct {
+    hvd__desc_t descs[HVD__CACHE_CAP];
+    int alive[HVD__CACHE_CAP]; /* 0 once invalidated: slots are not reused */
+    int len;
+} hvd__cache;
+
+static int hvd__cache_find(const char *name)
+{
+    for (int s = 0; s < hvd__cache.len; s++)
+        if (hvd__cache.alive[s] && strcmp(hvd__cache.descs[s].name, name) == 0)
+            return s;
+    return -1;
+}
+
+static void hvd__cache_add(const hvd__desc_t *desc)
+{
+    if (desc->kind == HVD__BARRIER || hvd__cache.len == HVD__CACHE_CAP ||
+        hvd__cache_find(desc->name) >= 0)
+        return;
+    hvd__cache.descs[hvd__cache.len] = *desc;
+    hvd__cache.alive[hvd__cache.len++] = 1;
+}
+
+/* ---- one cycle ---- */
+
+/* The bits every rank contributes; see the top of the file. */
+enum { HVD__AND_SHUTDOWN = 1, HVD__AND_JOINED = 2 };
+enum { HVD__OR_COORDINATE = 1 };
+typedef struct {
+    uint64_t and_flags, or_flags_inv;
+    uint64_t ready[HVD__CACHE_WORDS];       /* AND */
+    uint64_t invalid_inv[HVD__CACHE_WORDS]; /* OR, complemented */
+} hvd__bits_t;
+
+typedef struct {
+    hvd__list_t pending;  /* this rank's requests, oldest first */
+    hvd_handle_t join;    /* this rank's hvd_join, while it waits */
+    int shutdown;         /* all ranks asked: leave the loop */
+} hvd__loop_t;
+
+static void hvd__set_bit(uint64_t *words, int bit)
+{
+    words[bit / 64] |= (uint64_t)1 << (bit % 64);
+}
+
+static int hvd__get_bit(const uint64_t *words, int bit)
+{
+    return (int)((words[bit / 64] >> (bit % 64)) & 1);
+}
+
+static void hvd__fill_bits(hvd__loop_t *loop, hvd__bits_t *bits, double now)
+{
+    uint64_t or_flags = 0;
+    memset(bits, 0, sizeof *bits);
+    pthread_mutex_lock(&hvd__engine.mu);
+    if (hvd__engine.shutdown_requested) bits->and_flags |= HVD__AND_SHUTDOWN;
+    pthread_mutex_unlock(&hvd__engine.mu);
+    if (loop->join) {
+        bits->and_flags |= HVD__AND_JOINED;
+        memset(bits->ready, 0xff, sizeof bits->ready);
+    }
+    for (size_t i = 0; i < loop->pending.len; i++) {
+        hvd_handle_t h = loop->pending.items[i];
+        if (h->coordinated) continue;
+        int slot = hvd__cache_find(h->desc.name);
+        if (slot < 0) {
+            or_flags |= HVD__OR_COORDINATE;
+        } else if (memcmp(&hvd__cache.descs[slot], &h->desc, sizeof h->desc) ||
+                   now - h->submit_s > hvd__engine.config.stall_check_s / 2) {
+            /* Changed, or waiting long: let the coordinator see everyone's
+             * requests for this name (it checks them and names the ranks
+             * that are missing). */
+            hvd__set_bit(bits->invalid_inv, slot);
+        } else {
+            hvd__set_bit(bits->ready, slot);
+        }
+    }
+    if (hvd__coordinator_waiting()) or_flags |= HVD__OR_COORDINATE;
+    bits->or_flags_inv = ~or_flags;
+    for (int w = 0; w < HVD__CACHE_WORDS; w++)
+        bits->invalid_inv[w] = ~bits->invalid_inv[w];
+}
+
+/* Runs a plan's responses in order: errors complete their requests, groups
+ * execute; names that ran are cached. */
+static int hvd__run_plan(hvd__loop_t *loop, const hvd__plan_t *plan,
+                         int cache_them)
+{
+    for (size_t r = 0; r < plan->len; r++) {
+        const hvd__response_t *resp = &plan->items[r];
+        if (resp->head.status == HVD_ERR_STALL) {
+            hvd__log(HVD__LOG_ERROR, "%s", resp->head.message);
+            return HVD_ERR_STALL;
+        }
+        int status = hvd__execute(resp, &loop->pending, loop->join != NULL);
+        if (status != HVD_OK && status != resp->head.status)
+            return status; /* MPI failed: the engine cannot go on */
+        if (cache_them && resp->head.status == HVD_OK)
+            for (int d = 0; d < resp->head.ndescs; d++)
+                hvd__cache_add(&resp->descs[d]);
+    }
+    return HVD_OK;
+}
+
+/* The ready cache slots, in slot order, grouped as the coordinator would. */
+static int hvd__run_cached(hvd__loop_t *loop, const hvd__bits_t *bits)
+{
+    hvd__desc_t ready[HVD__CACHE_CAP];
+    size_t n = 0;
+    for (int s = 0; s < hvd__cache.len; s++)
+        if (hvd__cache.alive[s] && hvd__get_bit(bits->ready, s))
+            ready[n++] = hvd__cache.descs[s];
+    if (n == 0) return HVD_OK;
+    hvd__plan_t plan = {0};
+    int status = hvd__plan_group(ready, n, &plan);
+    if (status == HVD_OK) status = hvd__run_plan(loop, &plan, 0);
+    hvd__plan_free(&plan);
+    return status;
+}
+
+static void hvd__take_incoming(hvd__loop_t *loop, double now)
+{
+    pthread_mutex_lock(&hvd__engine.mu);
+    hvd_handle_t h = hvd__engine.incoming;
+    hvd__engine.incoming = NULL;
+    hvd__engine.incoming_tail = &hvd__engine.incoming;
+    pthread_mutex_unlock(&hvd__engine.mu);
+    for (hvd_handle_t next; h; h = next) {
+        next = h->next;
+        h->submit_s = now;
+        if (h->desc.kind == HVD__JOIN) {
+            loop->join = h;
+            h->coordinated = 1; /* joining is said by the bits */
+        }
+        if (hvd__list_push(&loop->pending, h) != HVD_OK)
+            hvd__complete(h, HVD_ERR_NOMEM);
+    }
+}
+
+static int hvd__cycle(hvd__loop_t *loop)
+{
+    hvd__bits_t bits, all;
+    MPI_Request request;
+    double now = hvd__now();
+    int status;
+
+    hvd__take_incoming(loop, now);
+    hvd__fill_bits(loop, &bits, now);
+    if (MPI_Iallreduce(&bits, &all, sizeof bits / 8, MPI_UINT64_T, MPI_BAND,
+                       hvd__engine.comm, &request) != MPI_SUCCESS)
+        return HVD_ERR_MPI;
+    if ((status = hvd__mpi_wait(&request)) != HVD_OK) return status;
+
+    /* Invalidated entries leave the cache on every rank at once; their
+     * requests go to the coordinator from the next cycle on. */
+    for (int s = 0; s < hvd__cache.len; s++)
+        if (!hvd__get_bit(all.invalid_inv, s)) hvd__cache.alive[s] = 0;
+    if ((status = hvd__run_cached(loop, &all)) != HVD_OK) return status;
+
+    if (!(all.or_flags_inv & HVD__OR_COORDINATE)) {
+        hvd__plan_t plan = {0};
+        status = hvd__coordinate(&loop->pending, loop->join != NULL, &plan);
+        if (status == HVD_OK) status = hvd__run_plan(loop, &plan, 1);
+        hvd__plan_free(&plan);
+        if (status != HVD_OK) return status;
+    }
+    if ((all.and_flags & HVD__AND_JOINED) && loop->join) {
+        hvd__list_remove(&loop->pending, loop->join);
+        hvd__complete(loop->join, HVD_OK);
+        loop->join = NULL;
+    }
+    loop->shutdown = (all.and_flags & HVD__AND_SHUTDOWN) != 0;
+    return HVD_OK;
+}
+
+/* Completes everything pending and queued with `status`. */
+static void hvd__fail_all(hvd__loop_t *loop, int status)
+{
+    hvd__take_incoming(loop, hvd__now());
+    for (size_t i = 0; i < loop->pending.len; i++)
+        hvd__complete(loop->pending.items[i], status);
+    loop->pending.len = 0;
+    loop->join = NULL;
+}
+
+static pthread_t hvd__thread;
+
+static void *hvd__engine_main(void *arg)
+{
+    (void)arg;
+    hvd__loop_t loop = {0};
+    int status = HVD_OK;
+    double period = hvd__engine.config.cycle_time_s;
+    while (status == HVD_OK && !loop.shutdown) {
+        double start = hvd__now();
+        status = hvd__cycle(&loop);
+        if (status != HVD_OK || loop.shutdown) break;
+        /* Sleep out the rest of the cycle unless told to shut down. */
+        double until = start + period;
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        double left = until - hvd__now();
+        if (left <= 0) continue;
+        deadline.tv_sec += (time_t)left;
+        deadline.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&hvd__engine.mu);
+        while (!hvd__engine.shutdown_requested &&
+               pthread_cond_timedwait(&hvd__engine.wake_cv, &hvd__engine.mu,
+                                      &deadline) != ETIMEDOUT)
+            ;
+        pthread_mutex_unlock(&hvd__engine.mu);
+    }
+    if (status != HVD_OK) {
+        /* A stall or a broken MPI: every rank got the same plan or error,
+         * so all stop negotiating together; from now on calls fail. */
+        pthread_mutex_lock(&hvd__engine.mu);
+        hvd__engine.stalled = 1;
+        pthread_mutex_unlock(&hvd__engine.mu);
+    }
+    hvd__fail_all(&loop, status == HVD_OK ? HVD_ERR_STATE : status);
+    hvd__list_free(&loop.pending);
+    return NULL;
+}
+
+int hvd__engine_start(void)
+{
+    hvd__engine.incoming = NULL;
+    hvd__engine.incoming_tail = &hvd__engine.incoming;
+    hvd__engine.shutdown_requested = 0;
+    hvd__engine.stalled = 0;
+    memset(&hvd__cache, 0, sizeof hvd__cache);
+    if (hvd__engine.rank == 0 && hvd__engine.config.timeline[0] &&
+        hvd__timeline_open(hvd__engine.config.timeline) != HVD_OK)
+        return HVD_ERR_ARG;
+    if (pthread_create(&hvd__thread, NULL, hvd__engine_main, NULL) != 0)
+        return HVD_ERR_NOMEM;
+    return HVD_OK;
+}
+
+int hvd__engine_stop(void)
+{
+    pthread_mutex_lock(&hvd__engine.mu);
+    hvd__engine.shutdown_requested = 1;
+    pthread_cond_broadcast(&hvd__engine.wake_cv);
+    pthread_mutex_unlock(&hvd__engine.mu);
+    pthread_join(hvd__thread, NULL);
+    hvd__execute_free();
+    hvd__coordinator_free();
+    hvd__timeline_close();
+    hvd__list_free(&hvd__engine.inflight);
+    return HVD_OK;
+}

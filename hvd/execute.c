@@ -1,0 +1,152 @@
+/* hvd/execute.c: runs one response of a plan on this rank: packs fused
+ * allreduces into the fusion buffer, calls ring, copies results out and
+ * completes the handles. A rank that has joined has no request of its own
+ * and takes part with zeros (its results are dropped). Host memory only
+ * for now. */
+#include <stdlib.h>
+#include <string.h>
+#include "hvd/hvd_internal.h"
+
+/* Grown on demand, up to HVD_FUSION_THRESHOLD (fusion) or to the largest
+ * collective a joined rank takes part in (scratch). */
+static struct {
+    char *data;
+    size_t cap;
+} hvd__fusion, hvd__scratch;
+
+static char *hvd__grow(char **data, size_t *cap, size_t nbytes)
+{
+    if (nbytes > *cap) {
+        char *bigger = realloc(*data, nbytes);
+        if (!bigger) return NULL;
+        *data = bigger;
+        *cap = nbytes;
+    }
+    return *data;
+}
+
+/* nbytes of zeros, for a joined rank. */
+static char *hvd__zeros(size_t nbytes)
+{
+    char *z = hvd__grow(&hvd__scratch.data, &hvd__scratch.cap, nbytes + 1);
+    if (z) memset(z, 0, nbytes);
+    return z;
+}
+
+void hvd__execute_free(void)
+{
+    free(hvd__fusion.data);
+    free(hvd__scratch.data);
+    memset(&hvd__fusion, 0, sizeof hvd__fusion);
+    memset(&hvd__scratch, 0, sizeof hvd__scratch);
+}
+
+static size_t hvd__nbytes(const hvd__desc_t *d)
+{
+    return (size_t)d->count * ring_dtype_size((ring_dtype_t)d->dtype);
+}
+
+/* One collective on one tensor, where it lies. */
+static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
+{
+    size_t nbytes = hvd__nbytes(d);
+    ring_dtype_t dtype = (ring_dtype_t)d->dtype;
+    MPI_Comm comm = hvd__engine.comm;
+    switch (d->kind) {
+    case HVD__ALLREDUCE: {
+        char *z = h ? NULL : hvd__zeros(nbytes);
+        if (!h && !z) return HVD_ERR_NOMEM;
+        return ring_allreduce(h ? h->sendbuf : z, h ? h->recvbuf : z,
+                              d->count, dtype, (ring_op_t)d->op, comm);
+    }
+    case HVD__BROADCAST: {
+        char *z = h ? NULL : hvd__zeros(nbytes);
+        if (!h && !z) return HVD_ERR_NOMEM;
+        return ring_broadcast(h ? h->recvbuf : z, d->count, dtype, d->root,
+                              comm);
+    }
+    case HVD__ALLGATHER: {
+        size_t all = nbytes * (size_t)hvd__engine.size;
+        char *z = h ? NULL : hvd__zeros(all);
+        if (!h && !z) return HVD_ERR_NOMEM;
+        return ring_allgather(h ? h->sendbuf : z, h ? h->recvbuf : z + nbytes,
+                              d->count, dtype, comm);
+    }
+    default: /* a barrier: agreeing that every rank reached it was all */
+        return HVD_OK;
+    }
+}
+
+/* Several allreduces of one dtype and op through the fusion buffer. */
+static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
+{
+    const hvd__desc_t *descs = resp->descs;
+    int n = resp->head.ndescs;
+    size_t total = 0, count = 0;
+    for (int i = 0; i < n; i++) total += hvd__nbytes(&descs[i]);
+    char *buf = hvd__grow(&hvd__fusion.data, &hvd__fusion.cap, total + 1);
+    if (!buf) return HVD_ERR_NOMEM;
+    double t0 = hvd__now();
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        size_t nb = hvd__nbytes(&descs[i]);
+        if (hs[i]) memcpy(buf + at, hs[i]->sendbuf, nb);
+        else memset(buf + at, 0, nb);
+        at += nb;
+        count += descs[i].count;
+    }
+    double t1 = hvd__now();
+    int status = ring_allreduce(buf, buf, count, (ring_dtype_t)descs[0].dtype,
+                                (ring_op_t)descs[0].op, hvd__engine.comm);
+    double t2 = hvd__now();
+    at = 0;
+    for (int i = 0; status == HVD_OK && i < n; i++) {
+        size_t nb = hvd__nbytes(&descs[i]);
+        if (hs[i]) memcpy(hs[i]->recvbuf, buf + at, nb);
+        at += nb;
+    }
+    double t3 = hvd__now();
+    for (int i = 0; i < n; i++) {
+        if (!hs[i]) continue;
+        hvd__timeline_event(descs[i].name, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
+        hvd__timeline_event(descs[i].name, "RING_ALLREDUCE", t1, t2);
+        hvd__timeline_event(descs[i].name, "MEMCPY_OUT_FUSION_BUFFER", t2, t3);
+    }
+    return status;
+}
+
+int hvd__execute(const hvd__response_t *resp, hvd__list_t *pending,
+                 int joined)
+{
+    int n = resp->head.ndescs, status = resp->head.status;
+    hvd_handle_t *hs = calloc((size_t)n + 1, sizeof *hs);
+    if (!hs) return HVD_ERR_NOMEM;
+    double start = hvd__now();
+    for (int i = 0; i < n; i++) {
+        hs[i] = hvd__list_find(pending, resp->descs[i].name);
+        if (hs[i]) {
+            hvd__list_remove(pending, hs[i]);
+            hvd__timeline_event(resp->descs[i].name, "NEGOTIATE",
+                                hs[i]->submit_s, start);
+        } else if (!joined && status == HVD_OK) {
+            hvd__log(HVD__LOG_ERROR, "plan names '%s', not made here",
+                     resp->descs[i].name);
+        }
+    }
+    if (status != HVD_OK) {
+        /* Every rank that made the request logs why it failed. */
+        if (n > 0 && hs[0]) hvd__log(HVD__LOG_ERROR, "%s", resp->head.message);
+    } else if (n > 1) {
+        status = hvd__run_fused(resp, hs);
+    } else if (n == 1) {
+        status = hvd__run_one(&resp->descs[0], hs[0]);
+        if (hs[0])
+            hvd__timeline_event(resp->descs[0].name,
+                                hvd__kind_name(resp->descs[0].kind), start,
+                                hvd__now());
+    }
+    for (int i = 0; i < n; i++)
+        if (hs[i]) hvd__complete(hs[i], status);
+    free(hs);
+    return status;
+}

@@ -1,0 +1,96 @@
+/* hvd/hvd.h: the framework's public API: init, topology, named asynchronous
+ * collectives run by a background engine, and their statuses.
+ *
+ * Every rank makes the same collectives (matched by name, or by order when
+ * the name is NULL); a background thread negotiates which are ready on all
+ * ranks, fuses small allreduces, reduces them with ring/ and completes the
+ * handles. Buffers must stay valid and untouched until the handle is done.
+ * Counts are in elements of dtype. All calls return a status: HVD_OK (0) or
+ * a negative HVD_ERR_*; hvd_strerror() gives its text, and the engine logs
+ * the details (what differed, on which ranks) on stderr.
+ */
+#ifndef HVD_HVD_H
+#define HVD_HVD_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The same numbers as ring's RING_OK / RING_ERR_*, plus the engine's own. */
+#define HVD_STATUS_MAP(X)                                                      \
+    X(OK, 0, "success")                                                        \
+    X(ERR_ARG, -1, "invalid argument")                                         \
+    X(ERR_MISMATCH, -2, "ranks disagree on a collective of the same name")     \
+    X(ERR_STATE, -3, "invalid state (not initialised, shut down, or the "      \
+                     "name is already in flight)")                             \
+    X(ERR_MPI, -4, "MPI call failed")                                          \
+    X(ERR_CUDA, -5, "CUDA call failed")                                        \
+    X(ERR_NOMEM, -6, "out of memory")                                          \
+    X(ERR_STALL, -7, "stalled: some ranks never made a collective (see "      \
+                     "HVD_STALL_SHUTDOWN_TIME)")
+
+typedef enum {
+#define HVD_STATUS_ENUM(name, value, text) HVD_##name = (value),
+    HVD_STATUS_MAP(HVD_STATUS_ENUM)
+#undef HVD_STATUS_ENUM
+} hvd_status_t;
+
+typedef enum {
+    HVD_FLOAT32,
+    HVD_FLOAT64,
+    HVD_FLOAT16,
+    HVD_BFLOAT16,
+    HVD_INT32,
+    HVD_INT64,
+    HVD_UINT8
+} hvd_dtype_t;
+
+typedef enum { HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX, HVD_PRODUCT } hvd_op_t;
+
+typedef struct hvd_handle *hvd_handle_t;
+
+/* Starts MPI with thread support (MPI_Init_thread) unless the program has
+ * already done so, in which case finalising is left to it; reads the HVD_*
+ * environment variables (a bad value fails with HVD_ERR_ARG naming it);
+ * starts the engine. argc/argv may be NULL. */
+int hvd_init(int *argc, char ***argv);
+/* Finishes outstanding work, stops the engine, releases everything. */
+int hvd_shutdown(void);
+
+/* Topology; HVD_ERR_STATE before init or after shutdown. */
+int hvd_rank(void), hvd_size(void);
+int hvd_local_rank(void), hvd_local_size(void); /* ranks on this node */
+int hvd_cross_rank(void), hvd_cross_size(void); /* index/number of nodes */
+
+/* Blocking and asynchronous collectives. name may be NULL (then calls are
+ * matched by order). Buffers may be host or CUDA device memory.
+ * sendbuf == recvbuf is in place. */
+int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                  hvd_dtype_t dtype, hvd_op_t op, const char *name);
+int hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,
+                        hvd_dtype_t dtype, hvd_op_t op, const char *name,
+                        hvd_handle_t *handle);
+int hvd_broadcast(void *buf, size_t count, hvd_dtype_t dtype, int root,
+                  const char *name);
+int hvd_broadcast_async(void *buf, size_t count, hvd_dtype_t dtype, int root,
+                        const char *name, hvd_handle_t *handle);
+/* Every rank gives count elements; recvbuf receives size() * count,
+ * rank r's at r * count. */
+int hvd_allgather(const void *sendbuf, size_t count, void *recvbuf,
+                  hvd_dtype_t dtype, const char *name);
+
+int hvd_wait(hvd_handle_t handle); /* the collective's status; frees handle */
+int hvd_poll(hvd_handle_t handle); /* 1 done, 0 not yet, <0 error */
+int hvd_barrier(void);
+/* This rank has no more batches: it takes part in the others' collectives
+ * with zeros until all have joined, then returns. */
+int hvd_join(void);
+const char *hvd_strerror(int status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HVD_HVD_H */

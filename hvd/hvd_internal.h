@@ -1,0 +1,178 @@
+/* hvd/hvd_internal.h: what the files of hvd/ share: the configuration,
+ * logging, requests and their handles, the engine's state, and the
+ * interfaces between the API (api.c), the engine thread (engine.c), the
+ * coordinator (coordinator.c), the executor (execute.c) and the timeline.
+ *
+ * Threads: the program's threads call the API, which only queues requests
+ * under `mu` and waits on `done_cv`; the engine thread alone calls MPI after
+ * hvd_init, and alone touches everything marked "engine only".
+ */
+#ifndef HVD_HVD_INTERNAL_H
+#define HVD_HVD_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "hvd/hvd.h"
+#include "ring/ring.h"
+
+/* ---- configuration (config.c), read once by hvd_init ---- */
+typedef enum {
+    HVD__LOG_ERROR,
+    HVD__LOG_WARNING,
+    HVD__LOG_INFO,
+    HVD__LOG_DEBUG
+} hvd__log_level_t;
+
+typedef struct {
+    size_t fusion_threshold;       /* bytes; 0: no fusion */
+    double cycle_time_s;
+    char timeline[4096];           /* path, "" when off */
+    double stall_check_s;
+    double stall_shutdown_s;       /* 0: off */
+    hvd__log_level_t log_level;
+} hvd__config_t;
+
+/* Fills config from the environment; HVD_ERR_ARG naming the variable. */
+int hvd__config_read(hvd__config_t *config);
+/* The effective settings as an aligned table (rank 0, info level). */
+void hvd__config_print(void);
+
+extern hvd__log_level_t hvd__log_level;
+void hvd__log(hvd__log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- requests ---- */
+typedef enum {
+    HVD__ALLREDUCE,
+    HVD__BROADCAST,
+    HVD__ALLGATHER,
+    HVD__BARRIER,
+    HVD__JOIN,
+    HVD__KIND_COUNT
+} hvd__kind_t;
+
+enum { HVD__NAME_MAX = 200 }; /* bytes of a name, NUL included */
+
+/* What every rank must agree on for a name. Fixed size, so it travels as
+ * bytes between ranks. */
+typedef struct {
+    char name[HVD__NAME_MAX];
+    int32_t kind, dtype, op, root;
+    uint64_t count;
+} hvd__desc_t;
+
+const char *hvd__kind_name(int kind);
+
+struct hvd_handle {
+    hvd__desc_t desc;
+    const void *sendbuf;
+    void *recvbuf;
+    int status;               /* valid once done */
+    int done;                 /* under mu */
+    int coordinated;          /* engine only: sent to the coordinator */
+    double submit_s, ready_s; /* engine only: for stalls and the timeline */
+    struct hvd_handle *next;  /* in the incoming queue or the pending list */
+};
+
+/* ---- lists of requests, searched by name ---- */
+typedef struct hvd__list {
+    hvd_handle_t *items;
+    size_t len, cap;
+} hvd__list_t;
+
+/* ---- the engine (engine.c) ---- */
+typedef struct {
+    MPI_Comm comm;            /* a duplicate of the world: our traffic only */
+    int rank, size;
+    hvd__config_t config;
+
+    pthread_mutex_t mu;       /* guards the fields below it */
+    pthread_cond_t wake_cv;   /* engine: new work or shutdown */
+    pthread_cond_t done_cv;   /* API: a handle completed */
+    hvd_handle_t incoming;    /* submitted, not yet seen by the engine */
+    hvd_handle_t *incoming_tail;
+    struct hvd__list inflight;/* every handle not yet done, for duplicates */
+    int shutdown_requested;
+    int stalled;              /* HVD_ERR_STALL: every later call fails */
+} hvd__engine_t;
+
+extern hvd__engine_t hvd__engine;
+
+int hvd__engine_start(void);
+int hvd__engine_stop(void);
+/* Queues a request (the engine owns it from here) and wakes the engine;
+ * HVD_ERR_STATE when the name is already in flight on this rank,
+ * HVD_ERR_STALL after a stall shutdown (h is then not queued). */
+int hvd__engine_submit(hvd_handle_t h);
+/* Marks h done with `status` and wakes its waiter. Engine only. */
+void hvd__complete(hvd_handle_t h, int status);
+
+
+int hvd__list_push(hvd__list_t *list, hvd_handle_t h);
+hvd_handle_t hvd__list_find(const hvd__list_t *list, const char *name);
+void hvd__list_remove(hvd__list_t *list, hvd_handle_t h);
+void hvd__list_free(hvd__list_t *list);
+
+/* ---- the coordinator's slow path (coordinator.c) ---- */
+/* One decision every rank executes in the same order: a group of requests
+ * (one, or several fused allreduces of one dtype and op), or an error for
+ * one name. */
+typedef struct {
+    int32_t status;            /* HVD_OK, or the error every rank returns */
+    int32_t ndescs;
+    char message[512];         /* what differed, on which ranks */
+} hvd__response_head_t;
+
+typedef struct {
+    hvd__response_head_t head;
+    hvd__desc_t *descs;
+} hvd__response_t;
+
+typedef struct {
+    hvd__response_t *items;
+    size_t len, cap;
+} hvd__plan_t;
+
+void hvd__plan_free(hvd__plan_t *plan);
+
+/* Runs one exchange with rank 0: sends this rank's requests that it has not
+ * sent before (and whether it has joined), and receives the plan. Collective
+ * over the engine's communicator. */
+int hvd__coordinate(hvd__list_t *pending, int joined, hvd__plan_t *plan);
+/* On rank 0: names that some ranks made and others not yet, so the slow
+ * path must run again (to finish them, or to report them stalled). */
+int hvd__coordinator_waiting(void);
+void hvd__coordinator_free(void);
+/* Appends descs to plan as responses: consecutive allreduces of one dtype
+ * and op are fused up to HVD_FUSION_THRESHOLD; everything else alone. */
+int hvd__plan_group(const hvd__desc_t *descs, size_t n, hvd__plan_t *plan);
+
+/* Byte encodings of what ranks exchange; decode checks every length and
+ * field, so a corrupt message is an error, not a crash. */
+int hvd__encode_requests(hvd_handle_t *reqs, size_t n, int joined,
+                         char **bytes, size_t *nbytes);
+int hvd__decode_requests(const char *bytes, size_t nbytes, int *joined,
+                         hvd__desc_t **descs, size_t *n);
+int hvd__encode_plan(const hvd__plan_t *plan, char **bytes, size_t *nbytes);
+int hvd__decode_plan(const char *bytes, size_t nbytes, hvd__plan_t *plan);
+
+/* ---- execution (execute.c) ---- */
+/* Runs one response: gathers this rank's requests for its names from
+ * pending (a joined rank has none and contributes zeros), reduces, copies
+ * out and completes them. */
+int hvd__execute(const hvd__response_t *response, hvd__list_t *pending,
+                 int joined);
+void hvd__execute_free(void);
+
+/* ---- timeline (timeline.c), rank 0 only, all no-ops when off ---- */
+int hvd__timeline_open(const char *path);
+void hvd__timeline_event(const char *tensor, const char *phase, double start_s,
+                         double end_s);
+void hvd__timeline_close(void);
+
+double hvd__now(void);
+/* Waits for a non-blocking MPI call, sleeping between tests. */
+int hvd__mpi_wait(MPI_Request *request);
+
+#endif /* HVD_HVD_INTERNAL_H */
