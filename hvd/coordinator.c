@@ -17,7 +17,7 @@
 
 /* Tensors this large gain nothing from fusion but its two copies: they
  * are reduced where they lie. */
-static const size_t hvd__direct_bytes = 4 << 20;
+static const size_t hvd__direct_bytes = 256 << 10;
 
 /* ---- plans ---- */
 
@@ -420,7 +420,7 @@ int hvd__coordinate(hvd__list_t *pending, int joined, hvd__plan_t *plan)
     if (!fresh) return HVD_ERR_NOMEM;
     for (size_t i = 0; i < pending->len; i++) {
         hvd_handle_t h = pending->items[i];
-        if (h->coordinated) continue;
+        if (!h || h->coordinated) continue;
         h->coordinated = 1;
         fresh[nnew++] = h;
     }

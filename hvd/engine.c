@@ -44,9 +44,9 @@ const char *hvd__kind_name(int kind)
     return kind >= 0 && kind < HVD__KIND_COUNT ? names[kind] : "unknown";
 }
 
-/* ---- lists ---- */
+/* ---- pending requests ---- */
 
-int hvd__list_push(hvd__list_t *list, hvd_handle_t h)
+int hvd__pending_add(hvd__list_t *list, hvd_handle_t h)
 {
     if (list->len == list->cap) {
         size_t cap = list->cap ? 2 * list->cap : 64;
@@ -55,33 +55,39 @@ int hvd__list_push(hvd__list_t *list, hvd_handle_t h)
         list->items = items;
         list->cap = cap;
     }
+    if (hvd__index_put(&list->by_name, h->desc.name, h) != HVD_OK)
+        return HVD_ERR_NOMEM;
+    h->pending_pos = list->len;
     list->items[list->len++] = h;
     return HVD_OK;
 }
 
-hvd_handle_t hvd__list_find(const hvd__list_t *list, const char *name)
+hvd_handle_t hvd__pending_take(hvd__list_t *list, const char *name)
 {
-    for (size_t i = 0; i < list->len; i++)
-        if (strcmp(list->items[i]->desc.name, name) == 0) return list->items[i];
-    return NULL;
-}
-
-void hvd__list_remove(hvd__list_t *list, hvd_handle_t h)
-{
-    for (size_t i = 0; i < list->len; i++) {
-        if (list->items[i] == h) {
-            /* Keep the order: requests run oldest first. */
-            memmove(&list->items[i], &list->items[i + 1],
-                    (list->len - i - 1) * sizeof *list->items);
-            list->len--;
-            return;
-        }
+    hvd_handle_t h = hvd__index_get(&list->by_name, name);
+    if (h) {
+        hvd__index_del(&list->by_name, name);
+        list->items[h->pending_pos] = NULL;
     }
+    return h;
 }
 
-void hvd__list_free(hvd__list_t *list)
+void hvd__pending_compact(hvd__list_t *list)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < list->len; i++) {
+        hvd_handle_t h = list->items[i];
+        if (!h) continue;
+        h->pending_pos = kept;
+        list->items[kept++] = h;
+    }
+    list->len = kept;
+}
+
+void hvd__pending_free(hvd__list_t *list)
 {
     free(list->items);
+    hvd__index_free(&list->by_name);
     *list = (hvd__list_t){0};
 }
 
@@ -93,13 +99,13 @@ int hvd__engine_submit(hvd_handle_t h)
     pthread_mutex_lock(&hvd__engine.mu);
     if (hvd__engine.stalled) {
         status = HVD_ERR_STALL;
-    } else if (hvd__list_find(&hvd__engine.inflight, h->desc.name)) {
+    } else if (hvd__index_get(&hvd__engine.inflight, h->desc.name)) {
         fprintf(stderr, "hvd[%d]: %s '%s' is already in flight on this rank: "
                         "wait for it before making it again\n",
                 hvd__engine.rank, hvd__kind_name(h->desc.kind), h->desc.name);
         status = HVD_ERR_STATE;
     } else {
-        status = hvd__list_push(&hvd__engine.inflight, h);
+        status = hvd__index_put(&hvd__engine.inflight, h->desc.name, h);
     }
     if (status == HVD_OK) {
         h->next = NULL;
@@ -113,7 +119,7 @@ int hvd__engine_submit(hvd_handle_t h)
 void hvd__complete(hvd_handle_t h, int status)
 {
     pthread_mutex_lock(&hvd__engine.mu);
-    hvd__list_remove(&hvd__engine.inflight, h);
+    hvd__index_del(&hvd__engine.inflight, h->desc.name);
     h->status = status;
     h->done = 1;
     pthread_cond_broadcast(&hvd__engine.done_cv);
@@ -141,23 +147,32 @@ static struct {
     hvd__desc_t descs[HVD__CACHE_CAP];
     int alive[HVD__CACHE_CAP]; /* 0 once invalidated: slots are not reused */
     int len;
+    hvd__index_t by_name;      /* name -> slot + 1, alive slots only */
 } hvd__cache;
 
 static int hvd__cache_find(const char *name)
 {
-    for (int s = 0; s < hvd__cache.len; s++)
-        if (hvd__cache.alive[s] && strcmp(hvd__cache.descs[s].name, name) == 0)
-            return s;
-    return -1;
+    return (int)(intptr_t)hvd__index_get(&hvd__cache.by_name, name) - 1;
 }
 
 static void hvd__cache_add(const hvd__desc_t *desc)
 {
-    if (desc->kind == HVD__BARRIER || hvd__cache.len == HVD__CACHE_CAP ||
+    int s = hvd__cache.len;
+    if (desc->kind == HVD__BARRIER || s == HVD__CACHE_CAP ||
         hvd__cache_find(desc->name) >= 0)
         return;
-    hvd__cache.descs[hvd__cache.len] = *desc;
-    hvd__cache.alive[hvd__cache.len++] = 1;
+    hvd__cache.descs[s] = *desc;
+    if (hvd__index_put(&hvd__cache.by_name, hvd__cache.descs[s].name,
+                       (void *)(intptr_t)(s + 1)) != HVD_OK)
+        return; /* not cached: it takes the slow path, still correct */
+    hvd__cache.alive[s] = 1;
+    hvd__cache.len++;
+}
+
+static void hvd__cache_drop(int s)
+{
+    hvd__cache.alive[s] = 0;
+    hvd__index_del(&hvd__cache.by_name, hvd__cache.descs[s].name);
 }
 
 /* ---- one cycle ---- */
@@ -200,9 +215,9 @@ static void hvd__fill_bits(hvd__loop_t *loop, hvd__bits_t *bits, double now)
     }
     for (size_t i = 0; i < loop->pending.len; i++) {
         hvd_handle_t h = loop->pending.items[i];
-        if (h->coordinated) continue;
-        int slot = hvd__cache_find(h->desc.name);
-        if (slot < 0) {
+        if (!h || h->coordinated) continue;
+        int slot = h->cache_slot;
+        if (slot < 0 || !hvd__cache.alive[slot]) {
             or_flags |= HVD__OR_COORDINATE;
         } else if (memcmp(&hvd__cache.descs[slot], &h->desc, sizeof h->desc) ||
                    now - h->submit_s > hvd__engine.config.stall_check_s / 2) {
@@ -267,11 +282,12 @@ static void hvd__take_incoming(hvd__loop_t *loop, double now)
     for (hvd_handle_t next; h; h = next) {
         next = h->next;
         h->submit_s = now;
+        h->cache_slot = hvd__cache_find(h->desc.name);
         if (h->desc.kind == HVD__JOIN) {
             loop->join = h;
             h->coordinated = 1; /* joining is said by the bits */
         }
-        if (hvd__list_push(&loop->pending, h) != HVD_OK)
+        if (hvd__pending_add(&loop->pending, h) != HVD_OK)
             hvd__complete(h, HVD_ERR_NOMEM);
     }
 }
@@ -293,7 +309,8 @@ static int hvd__cycle(hvd__loop_t *loop)
     /* Invalidated entries leave the cache on every rank at once; their
      * requests go to the coordinator from the next cycle on. */
     for (int s = 0; s < hvd__cache.len; s++)
-        if (!hvd__get_bit(all.invalid_inv, s)) hvd__cache.alive[s] = 0;
+        if (hvd__cache.alive[s] && !hvd__get_bit(all.invalid_inv, s))
+            hvd__cache_drop(s);
     if ((status = hvd__run_cached(loop, &all)) != HVD_OK) return status;
 
     if (!(all.or_flags_inv & HVD__OR_COORDINATE)) {
@@ -304,10 +321,11 @@ static int hvd__cycle(hvd__loop_t *loop)
         if (status != HVD_OK) return status;
     }
     if ((all.and_flags & HVD__AND_JOINED) && loop->join) {
-        hvd__list_remove(&loop->pending, loop->join);
+        hvd__pending_take(&loop->pending, loop->join->desc.name);
         hvd__complete(loop->join, HVD_OK);
         loop->join = NULL;
     }
+    hvd__pending_compact(&loop->pending);
     loop->shutdown = (all.and_flags & HVD__AND_SHUTDOWN) != 0;
     return HVD_OK;
 }
@@ -316,9 +334,12 @@ static int hvd__cycle(hvd__loop_t *loop)
 static void hvd__fail_all(hvd__loop_t *loop, int status)
 {
     hvd__take_incoming(loop, hvd__now());
-    for (size_t i = 0; i < loop->pending.len; i++)
-        hvd__complete(loop->pending.items[i], status);
-    loop->pending.len = 0;
+    for (size_t i = 0; i < loop->pending.len; i++) {
+        hvd_handle_t h = loop->pending.items[i];
+        if (h) hvd__pending_take(&loop->pending, h->desc.name);
+        if (h) hvd__complete(h, status);
+    }
+    hvd__pending_compact(&loop->pending);
     loop->join = NULL;
 }
 
@@ -361,7 +382,7 @@ static void *hvd__engine_main(void *arg)
         pthread_mutex_unlock(&hvd__engine.mu);
     }
     hvd__fail_all(&loop, status == HVD_OK ? HVD_ERR_STATE : status);
-    hvd__list_free(&loop.pending);
+    hvd__pending_free(&loop.pending);
     return NULL;
 }
 
@@ -371,6 +392,7 @@ int hvd__engine_start(void)
     hvd__engine.incoming_tail = &hvd__engine.incoming;
     hvd__engine.shutdown_requested = 0;
     hvd__engine.stalled = 0;
+    hvd__index_free(&hvd__cache.by_name);
     memset(&hvd__cache, 0, sizeof hvd__cache);
     if (hvd__engine.rank == 0 && hvd__engine.config.timeline[0] &&
         hvd__timeline_open(hvd__engine.config.timeline) != HVD_OK)
@@ -390,6 +412,7 @@ int hvd__engine_stop(void)
     hvd__execute_free();
     hvd__coordinator_free();
     hvd__timeline_close();
-    hvd__list_free(&hvd__engine.inflight);
+    hvd__index_free(&hvd__engine.inflight);
+    hvd__index_free(&hvd__cache.by_name);
     return HVD_OK;
 }

@@ -66,8 +66,9 @@ static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
                               comm);
     }
     case HVD__ALLGATHER: {
+        /* A joined rank: nbytes of zeros to give, then room for all. */
         size_t all = nbytes * (size_t)hvd__engine.size;
-        char *z = h ? NULL : hvd__zeros(all);
+        char *z = h ? NULL : hvd__zeros(nbytes + all);
         if (!h && !z) return HVD_ERR_NOMEM;
         return ring_allgather(h ? h->sendbuf : z, h ? h->recvbuf : z + nbytes,
                               d->count, dtype, comm);
@@ -123,9 +124,8 @@ int hvd__execute(const hvd__response_t *resp, hvd__list_t *pending,
     if (!hs) return HVD_ERR_NOMEM;
     double start = hvd__now();
     for (int i = 0; i < n; i++) {
-        hs[i] = hvd__list_find(pending, resp->descs[i].name);
+        hs[i] = hvd__pending_take(pending, resp->descs[i].name);
         if (hs[i]) {
-            hvd__list_remove(pending, hs[i]);
             hvd__timeline_event(resp->descs[i].name, "NEGOTIATE",
                                 hs[i]->submit_s, start);
         } else if (!joined && status == HVD_OK) {

@@ -71,15 +71,39 @@ struct hvd_handle {
     int status;               /* valid once done */
     int done;                 /* under mu */
     int coordinated;          /* engine only: sent to the coordinator */
+    int cache_slot;           /* engine only: its response cache entry, -1 */
+    size_t pending_pos;       /* engine only: where in the pending list */
     double submit_s, ready_s; /* engine only: for stalls and the timeline */
     struct hvd_handle *next;  /* in the incoming queue or the pending list */
 };
 
-/* ---- lists of requests, searched by name ---- */
-typedef struct hvd__list {
+/* ---- name -> pointer (index.c); keys are not copied ---- */
+typedef struct {
+    const char **keys;
+    void **values;
+    size_t cap, used;
+} hvd__index_t;
+
+int hvd__index_put(hvd__index_t *ix, const char *name, void *value);
+void *hvd__index_get(const hvd__index_t *ix, const char *name);
+void hvd__index_del(hvd__index_t *ix, const char *name);
+void hvd__index_free(hvd__index_t *ix);
+
+/* ---- this rank's pending requests (engine only) ---- */
+/* In order of submission, with an index by name. A request leaves by
+ * hvd__pending_take, which leaves a hole that the next
+ * hvd__pending_compact closes: removal is O(1), order is kept. */
+typedef struct {
     hvd_handle_t *items;
     size_t len, cap;
+    hvd__index_t by_name;
 } hvd__list_t;
+
+int hvd__pending_add(hvd__list_t *list, hvd_handle_t h);
+/* Removes and returns the request of that name; NULL when none. */
+hvd_handle_t hvd__pending_take(hvd__list_t *list, const char *name);
+void hvd__pending_compact(hvd__list_t *list);
+void hvd__pending_free(hvd__list_t *list);
 
 /* ---- the engine (engine.c) ---- */
 typedef struct {
@@ -92,7 +116,7 @@ typedef struct {
     pthread_cond_t done_cv;   /* API: a handle completed */
     hvd_handle_t incoming;    /* submitted, not yet seen by the engine */
     hvd_handle_t *incoming_tail;
-    struct hvd__list inflight;/* every handle not yet done, for duplicates */
+    hvd__index_t inflight;    /* every handle not yet done, for duplicates */
     int shutdown_requested;
     int stalled;              /* HVD_ERR_STALL: every later call fails */
 } hvd__engine_t;
@@ -109,10 +133,6 @@ int hvd__engine_submit(hvd_handle_t h);
 void hvd__complete(hvd_handle_t h, int status);
 
 
-int hvd__list_push(hvd__list_t *list, hvd_handle_t h);
-hvd_handle_t hvd__list_find(const hvd__list_t *list, const char *name);
-void hvd__list_remove(hvd__list_t *list, hvd_handle_t h);
-void hvd__list_free(hvd__list_t *list);
 
 /* ---- the coordinator's slow path (coordinator.c) ---- */
 /* One decision every rank executes in the same order: a group of requests

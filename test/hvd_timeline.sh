@@ -1,0 +1,46 @@
+#!/bin/sh
+# test/hvd_timeline.sh: HVD_TIMELINE at 2 and 3 ranks, through
+# test/mpirun.sh: test_hvd_timeline checks its own results and the file's
+# shape; here python3 (when installed) parses the file as JSON and looks
+# for an event naming each request, in "name" or anywhere in "args".
+# Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
+dir=$(mktemp -d "${TMPDIR:-/tmp}/hvd_timeline.XXXXXX") || exit 99
+trap 'rm -rf "$dir"' EXIT
+# Keep in step with the names in test/test_hvd_timeline.c.
+names="tl.blocking tl.async.0 tl.async.1 tl.async.2 tl.bcast tl.gather"
+rc=0
+for np in 2 3; do
+    trace=$dir/timeline_np$np.json
+    echo "$np test/test_hvd_timeline $trace" > "$dir/spec"
+    sh "${srcdir:-.}/test/mpirun.sh" "$dir/spec"
+    status=$?
+    case $status in
+    0) ;;
+    77 | 99) exit $status ;;
+    *) echo "FAIL: np=$np: test_hvd_timeline exited $status" >&2; rc=1 ;;
+    esac
+    command -v python3 > /dev/null 2>&1 || {
+        echo "note: no python3, the JSON is not parsed"
+        continue
+    }
+    # shellcheck disable=SC2086
+    python3 - "$trace" $names << 'PY' || rc=1
+import json, sys
+path, names = sys.argv[1], sys.argv[2:]
+try:
+    events = json.load(open(path))
+except (OSError, ValueError) as e:
+    sys.exit("FAIL: %s: %s" % (path, e))
+if not isinstance(events, list) or not events:
+    sys.exit("FAIL: %s: not a non-empty JSON array of events" % path)
+def mentions(ev, name):
+    return isinstance(ev, dict) and (name in str(ev.get("name", ""))
+                                     or name in json.dumps(ev.get("args", {})))
+missing = [n for n in names if not any(mentions(ev, n) for ev in events)]
+if missing:
+    sys.exit("FAIL: %s: no event names %s" % (path, ", ".join(missing)))
+print("%s: %d events, every name found" % (path, len(events)))
+PY
+done
+test $rc -eq 0 && echo "hvd_timeline ok"
+exit $rc

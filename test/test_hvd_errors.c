@@ -1,0 +1,279 @@
+/* test/test_hvd_errors.c: how hvd reports misuse (test/hvd_errors_np*.mpi).
+ *
+ * - Mismatches: the last rank disagrees with the others on a collective of
+ *   the same name (count, dtype, op, broadcast root, allgather count, kind,
+ *   or the count of an unnamed one); every rank gets HVD_ERR_MISMATCH, no
+ *   output buffer is touched, and requests fused beside it still succeed.
+ * - A name already in flight on a rank: the second call fails at once with
+ *   HVD_ERR_STATE and makes no handle; the first completes normally.
+ * - Bad arguments fail with HVD_ERR_ARG before anything is sent.
+ * - After each error, a good allreduce of the same name works.
+ * - hvd_strerror knows every status.
+ */
+#include <stdint.h>
+#include <string.h>
+#include <mpi.h>
+#include "hvd/hvd.h"
+#include "test/test.h"
+
+enum { COUNT = 8, SENTINEL = -77 };
+
+static int rank, size, odd; /* odd: the rank that disagrees */
+static MPI_Comm oracle;     /* a dup of MPI_COMM_WORLD, to order the ranks */
+
+/* A good allreduce of int32 (rank + i), checked exactly. */
+static void good_allreduce(const char *name, const char *after)
+{
+    int32_t in[COUNT], out[COUNT];
+    for (int i = 0; i < COUNT; i++) in[i] = rank + i, out[i] = SENTINEL;
+    int status = hvd_allreduce(in, out, COUNT, HVD_INT32, HVD_SUM, name);
+    if (status != HVD_OK)
+        TEST_FAIL("good allreduce name=%s after %s: %s", name ? name : "(null)",
+                  after, hvd_strerror(status));
+    for (int i = 0; i < COUNT && status == HVD_OK; i++)
+        if (out[i] != size * i + size * (size - 1) / 2) {
+            TEST_FAIL("good allreduce name=%s after %s: element %d is %d, "
+                      "want %d", name ? name : "(null)", after, i, out[i],
+                      size * i + size * (size - 1) / 2);
+            break;
+        }
+}
+
+/* status must be HVD_ERR_MISMATCH, and out (4 * COUNT) still equal ref. */
+static void expect_mismatch(int status, const char *what, const int32_t *out,
+                            const int32_t *ref)
+{
+    if (status != HVD_ERR_MISMATCH)
+        TEST_FAIL("mismatch n=%d %s (rank %d differs): returned %d (%s), not "
+                  "HVD_ERR_MISMATCH", size, what, odd, status,
+                  hvd_strerror(status));
+    for (int i = 0; i < 4 * COUNT; i++)
+        if (out[i] != ref[i]) {
+            TEST_FAIL("mismatch n=%d %s: output element %d was written (%d, "
+                      "was %d)", size, what, i, out[i], ref[i]);
+            break;
+        }
+}
+
+static void test_mismatch(void)
+{
+    int32_t in[4 * COUNT], out[4 * COUNT], blank[4 * COUNT];
+    int me = rank == odd, status;
+    for (int i = 0; i < 4 * COUNT; i++) in[i] = rank + i, blank[i] = SENTINEL;
+#define RESET() memcpy(out, blank, sizeof out)
+
+    RESET();
+    expect_mismatch(hvd_allreduce(in, out, me ? COUNT + 1 : COUNT, HVD_INT32,
+                                  HVD_SUM, "mm.count"),
+                    "allreduce count", out, blank);
+    good_allreduce("mm.count", "a count mismatch");
+
+    RESET();
+    expect_mismatch(hvd_allreduce(in, out, COUNT, me ? HVD_FLOAT32 : HVD_INT32,
+                                  HVD_MAX, "mm.dtype"),
+                    "allreduce dtype", out, blank);
+    good_allreduce("mm.dtype", "a dtype mismatch");
+
+    RESET();
+    expect_mismatch(hvd_allreduce(in, out, COUNT, HVD_INT32,
+                                  me ? HVD_MAX : HVD_SUM, "mm.op"),
+                    "allreduce op", out, blank);
+    good_allreduce("mm.op", "an op mismatch");
+
+    memcpy(out, in, sizeof out); /* broadcast is in place */
+    expect_mismatch(hvd_broadcast(out, COUNT, HVD_INT32, me ? 0 : 1, "mm.root"),
+                    "broadcast root", out, in);
+    good_allreduce("mm.root", "a root mismatch");
+
+    RESET();
+    expect_mismatch(hvd_allgather(in, me ? 2 : 1, out, HVD_INT32, "mm.gather"),
+                    "allgather count", out, blank);
+    good_allreduce("mm.gather", "an allgather count mismatch");
+
+    if (me) {
+        memcpy(out, in, sizeof out);
+        status = hvd_broadcast(out, COUNT, HVD_INT32, 0, "mm.kind");
+    } else {
+        RESET();
+        status = hvd_allreduce(in, out, COUNT, HVD_INT32, HVD_SUM, "mm.kind");
+    }
+    expect_mismatch(status, "kind (allreduce vs broadcast)", out,
+                    me ? in : blank);
+    good_allreduce("mm.kind", "a kind mismatch");
+
+    RESET();
+    expect_mismatch(hvd_allreduce(in, out, me ? 3 : 2, HVD_INT32, HVD_SUM,
+                                  NULL),
+                    "unnamed allreduce count", out, blank);
+    good_allreduce(NULL, "an unnamed mismatch");
+
+    /* Async, with good requests in flight beside it (fusable with it). */
+    RESET();
+    int32_t good_out[3][COUNT];
+    hvd_handle_t h[4] = {NULL, NULL, NULL, NULL};
+    const char *names[3] = {"mm.fused.0", "mm.fused.1", "mm.fused.2"};
+    TEST_EQ(hvd_allreduce_async(in, good_out[0], COUNT, HVD_INT32, HVD_SUM,
+                                names[0], &h[0]), HVD_OK);
+    TEST_EQ(hvd_allreduce_async(in, out, me ? COUNT - 1 : COUNT, HVD_INT32,
+                                HVD_SUM, "mm.async", &h[3]), HVD_OK);
+    TEST_EQ(hvd_allreduce_async(in, good_out[1], COUNT, HVD_INT32, HVD_SUM,
+                                names[1], &h[1]), HVD_OK);
+    TEST_EQ(hvd_allreduce_async(in, good_out[2], COUNT, HVD_INT32, HVD_SUM,
+                                names[2], &h[2]), HVD_OK);
+    for (int k = 0; k < 3; k++) {
+        status = h[k] ? hvd_wait(h[k]) : HVD_ERR_STATE;
+        if (status != HVD_OK)
+            TEST_FAIL("%s beside a mismatch: %s", names[k], hvd_strerror(status));
+        for (int i = 0; i < COUNT && status == HVD_OK; i++)
+            if (good_out[k][i] != size * i + size * (size - 1) / 2) {
+                TEST_FAIL("%s beside a mismatch: element %d is %d", names[k], i,
+                          good_out[k][i]);
+                break;
+            }
+    }
+    /* hvd_poll reports the error too; hvd_wait then returns it. */
+    int polled = 0;
+    for (long tries = 0; h[3] && polled == 0 && tries < 6000000; tries++)
+        polled = hvd_poll(h[3]);
+    if (polled >= 0)
+        TEST_FAIL("mismatch n=%d async allreduce count: hvd_poll returned %d",
+                  size, polled);
+    expect_mismatch(h[3] ? hvd_wait(h[3]) : HVD_ERR_STATE,
+                    "async allreduce count", out, blank);
+    good_allreduce("mm.async", "an async mismatch");
+#undef RESET
+}
+
+/* Rank 0 starts "dup" while the others hold back (so it cannot complete),
+ * then tries the name again: HVD_ERR_STATE, no handle. */
+static void test_in_flight(void)
+{
+    int32_t in[COUNT], out[COUNT], spare[COUNT];
+    for (int i = 0; i < COUNT; i++) in[i] = rank + i, spare[i] = 0;
+    hvd_handle_t first = NULL, again = NULL;
+    if (rank == 0) {
+        TEST_EQ(hvd_allreduce_async(in, out, COUNT, HVD_INT32, HVD_SUM, "dup",
+                                    &first), HVD_OK);
+        TEST_EQ(hvd_allreduce(in, spare, COUNT, HVD_INT32, HVD_SUM, "dup"),
+                HVD_ERR_STATE);
+        TEST_EQ(hvd_allreduce_async(in, spare, COUNT, HVD_INT32, HVD_SUM,
+                                    "dup", &again), HVD_ERR_STATE);
+        TEST_TRUE(again == NULL);
+        TEST_EQ(hvd_broadcast_async(spare, COUNT, HVD_INT32, 0, "dup", &again),
+                HVD_ERR_STATE);
+        TEST_TRUE(again == NULL);
+        TEST_EQ(hvd_broadcast(spare, COUNT, HVD_INT32, 0, "dup"), HVD_ERR_STATE);
+        if (size > 1) TEST_EQ(hvd_poll(first), 0); /* the others hold back */
+        for (int i = 0; i < COUNT; i++) TEST_EQ(spare[i], 0);
+    }
+    MPI_Barrier(oracle);
+    if (rank != 0)
+        TEST_EQ(hvd_allreduce_async(in, out, COUNT, HVD_INT32, HVD_SUM, "dup",
+                                    &first), HVD_OK);
+    int status = first ? hvd_wait(first) : HVD_ERR_STATE;
+    if (status != HVD_OK)
+        TEST_FAIL("in flight n=%d: the first \"dup\" returned %s", size,
+                  hvd_strerror(status));
+    for (int i = 0; i < COUNT && status == HVD_OK; i++)
+        if (out[i] != size * i + size * (size - 1) / 2) {
+            TEST_FAIL("in flight n=%d: the first \"dup\": element %d is %d",
+                      size, i, out[i]);
+            break;
+        }
+    good_allreduce("dup", "a name in flight");
+}
+
+/* Bad arguments, made alike on every rank: HVD_ERR_ARG, nothing sent. */
+static void test_bad_arguments(void)
+{
+    float x[4] = {1, 2, 3, 4};
+    hvd_handle_t h = NULL;
+    const struct {
+        int got;
+        const char *what;
+    } cases[] = {
+        {hvd_allreduce(NULL, x, 4, HVD_FLOAT32, HVD_SUM, "bad"), "NULL sendbuf"},
+        {hvd_allreduce(x, NULL, 4, HVD_FLOAT32, HVD_SUM, "bad"), "NULL recvbuf"},
+        {hvd_allreduce(x, x, 4, (hvd_dtype_t)99, HVD_SUM, "bad"), "dtype 99"},
+        {hvd_allreduce(x, x, 4, (hvd_dtype_t)-1, HVD_SUM, "bad"), "dtype -1"},
+        {hvd_allreduce(x, x, 4, HVD_FLOAT32, (hvd_op_t)99, "bad"), "op 99"},
+        {hvd_allreduce(x, x, 4, HVD_INT32, HVD_AVERAGE, "bad"), "avg int32"},
+        {hvd_allreduce(x, x, 4, HVD_INT64, HVD_AVERAGE, "bad"), "avg int64"},
+        {hvd_allreduce(x, x, 4, HVD_UINT8, HVD_AVERAGE, "bad"), "avg uint8"},
+        {hvd_allreduce_async(x, x, 4, HVD_FLOAT32, HVD_SUM, "bad", NULL),
+         "allreduce_async NULL handle"},
+        {hvd_allreduce_async(NULL, x, 4, HVD_FLOAT32, HVD_SUM, "bad", &h),
+         "allreduce_async NULL sendbuf"},
+        {hvd_broadcast(x, 4, HVD_FLOAT32, -1, "bad"), "broadcast root -1"},
+        {hvd_broadcast(x, 4, HVD_FLOAT32, size, "bad"), "broadcast root size"},
+        {hvd_broadcast(NULL, 4, HVD_FLOAT32, 0, "bad"), "broadcast NULL buf"},
+        {hvd_broadcast(x, 4, (hvd_dtype_t)99, 0, "bad"), "broadcast dtype 99"},
+        {hvd_broadcast_async(x, 4, HVD_FLOAT32, 0, "bad", NULL),
+         "broadcast_async NULL handle"},
+        {hvd_broadcast_async(x, 4, HVD_FLOAT32, size, "bad", &h),
+         "broadcast_async root size"},
+        {hvd_allgather(NULL, 1, x, HVD_FLOAT32, "bad"), "allgather NULL send"},
+        {hvd_allgather(x, 1, NULL, HVD_FLOAT32, "bad"), "allgather NULL recv"},
+        {hvd_allgather(x, 1, x, (hvd_dtype_t)99, "bad"), "allgather dtype 99"},
+        {hvd_wait(NULL), "wait NULL"},
+        {hvd_poll(NULL), "poll NULL"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (cases[i].got != HVD_ERR_ARG)
+            TEST_FAIL("bad argument %s: returned %d (%s), not HVD_ERR_ARG",
+                      cases[i].what, cases[i].got, hvd_strerror(cases[i].got));
+    TEST_TRUE(h == NULL);
+    TEST_TRUE(x[0] == 1 && x[3] == 4);
+    good_allreduce("bad", "bad arguments");
+    /* Count 0 needs no buffers. */
+    TEST_EQ(hvd_allreduce(NULL, NULL, 0, HVD_FLOAT32, HVD_SUM, "empty"), HVD_OK);
+    TEST_EQ(hvd_broadcast(NULL, 0, HVD_FLOAT32, 0, "empty.bc"), HVD_OK);
+    TEST_EQ(hvd_allgather(NULL, 0, NULL, HVD_FLOAT32, "empty.ag"), HVD_OK);
+}
+
+static void test_strerror(void)
+{
+    const int codes[] = {HVD_OK, HVD_ERR_ARG, HVD_ERR_MISMATCH, HVD_ERR_STATE,
+                         HVD_ERR_MPI, HVD_ERR_CUDA, HVD_ERR_NOMEM,
+                         HVD_ERR_STALL};
+    enum { N = sizeof codes / sizeof codes[0] };
+    for (int i = 0; i < N; i++) {
+        const char *s = hvd_strerror(codes[i]);
+        TEST_TRUE(s && *s);
+        for (int j = 0; j < i && s; j++)
+            if (hvd_strerror(codes[j]) && !strcmp(s, hvd_strerror(codes[j])))
+                TEST_FAIL("hvd_strerror(%d) == hvd_strerror(%d): \"%s\"",
+                          codes[i], codes[j], s);
+    }
+    TEST_TRUE(hvd_strerror(-1000) != NULL);
+    TEST_TRUE(hvd_strerror(5) != NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (hvd_init(&argc, &argv) != HVD_OK) return TEST_HARD_ERROR;
+    int provided;
+    MPI_Query_thread(&provided);
+    if (provided != MPI_THREAD_MULTIPLE) {
+        fprintf(stderr, "need MPI_THREAD_MULTIPLE from hvd_init\n");
+        return TEST_HARD_ERROR;
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &oracle);
+    rank = test_rank = hvd_rank();
+    size = hvd_size();
+    odd = size - 1;
+
+    test_strerror();
+    test_bad_arguments();
+    test_mismatch();
+    test_in_flight();
+    test_bad_arguments(); /* still the same answers after errors */
+    TEST_EQ(hvd_barrier(), HVD_OK);
+
+    int failed = test_failures, any;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, oracle);
+    if (rank == 0) printf("test_hvd_errors n=%d: %s\n", size, any ? "FAIL" : "ok");
+    MPI_Comm_free(&oracle);
+    TEST_EQ(hvd_shutdown(), HVD_OK);
+    return test_exit_code();
+}

@@ -1,0 +1,62 @@
+/* test/test_hvd_init.c: hvd inside a program that started MPI itself
+ * (test/hvd_init_np*.mpi). hvd_init(NULL, NULL) uses the running MPI, a
+ * second hvd_init fails with HVD_ERR_STATE, and hvd_shutdown finishes the
+ * requests still in flight and leaves MPI up for the program to finalise
+ * (test_hvd covers the case where hvd_init starts MPI and hvd_shutdown
+ * ends it).
+ */
+#include <stdint.h>
+#include <mpi.h>
+#include "hvd/hvd.h"
+#include "test/test.h"
+
+int main(int argc, char **argv)
+{
+    int provided, rank, size;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) !=
+        MPI_SUCCESS)
+        return TEST_HARD_ERROR;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    test_rank = rank;
+    TEST_EQ(hvd_rank(), HVD_ERR_STATE);
+
+    TEST_EQ(hvd_init(NULL, NULL), HVD_OK);
+    TEST_EQ(hvd_init(&argc, &argv), HVD_ERR_STATE);
+    TEST_EQ(hvd_rank(), rank);
+    TEST_EQ(hvd_size(), size);
+    int64_t x[3] = {rank, 1, -rank}, y[3];
+    TEST_EQ(hvd_allreduce(x, y, 3, HVD_INT64, HVD_SUM, NULL), HVD_OK);
+    TEST_EQ(y[0], size * (size - 1) / 2);
+    TEST_EQ(y[1], size);
+    TEST_EQ(y[2], -size * (size - 1) / 2);
+
+    /* hvd_shutdown finishes work still in flight (never waited for). */
+    int64_t out[3][3];
+    hvd_handle_t h[3];
+    for (int k = 0; k < 3; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "pending.%d", k);
+        TEST_EQ(hvd_allreduce_async(x, out[k], k + 1, HVD_INT64, HVD_MAX,
+                                    name, &h[k]), HVD_OK);
+    }
+    TEST_EQ(hvd_shutdown(), HVD_OK);
+    for (int k = 0; k < 3; k++)
+        if (out[k][0] != size - 1)
+            TEST_FAIL("n=%d: \"pending.%d\" not finished by hvd_shutdown: "
+                      "out[0] = %lld", size, k, (long long)out[k][0]);
+
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    TEST_EQ(finalized, 0);
+    TEST_EQ(hvd_rank(), HVD_ERR_STATE);
+    TEST_EQ(hvd_shutdown(), HVD_ERR_STATE);
+    /* MPI still works for the program. */
+    int ranks = 0;
+    MPI_Allreduce(&(int){1}, &ranks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    TEST_EQ(ranks, size);
+    if (rank == 0)
+        printf("test_hvd_init n=%d: %s\n", size, test_failures ? "FAIL" : "ok");
+    MPI_Finalize();
+    return test_exit_code();
+}
