@@ -111,19 +111,30 @@ int hvd__engine_submit(hvd_handle_t h)
         h->next = NULL;
         *hvd__engine.incoming_tail = h;
         hvd__engine.incoming_tail = &h->next;
+        hvd__engine.nsubmitted++;
+        pthread_cond_signal(&hvd__engine.wake_cv);
     }
     pthread_mutex_unlock(&hvd__engine.mu);
     return status;
 }
 
-void hvd__complete(hvd_handle_t h, int status)
+void hvd__complete_many(hvd_handle_t *hs, size_t n, int status)
 {
+    /* One lock and one wake-up for a whole fused group, not one each. */
     pthread_mutex_lock(&hvd__engine.mu);
-    hvd__index_del(&hvd__engine.inflight, h->desc.name);
-    h->status = status;
-    h->done = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (!hs[i]) continue;
+        hvd__index_del(&hvd__engine.inflight, hs[i]->desc.name);
+        hs[i]->status = status;
+        hs[i]->done = 1;
+    }
     pthread_cond_broadcast(&hvd__engine.done_cv);
     pthread_mutex_unlock(&hvd__engine.mu);
+}
+
+void hvd__complete(hvd_handle_t h, int status)
+{
+    hvd__complete_many(&h, 1, status);
 }
 
 int hvd__mpi_wait(MPI_Request *request)
@@ -345,6 +356,43 @@ static void hvd__fail_all(hvd__loop_t *loop, int status)
 
 static pthread_t hvd__thread;
 
+/* Sleeps until `until` (hvd__now's clock), or shutdown. An idle engine
+ * also wakes when a request arrives, then lets the burst it starts (a
+ * backward pass submits many) finish, so that the requests land in one
+ * cycle and fuse: it waits until no request came for a short quiet spell. */
+static void hvd__sleep(double until, int idle)
+{
+    const double quiet_s = 100e-6;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    double left = until - hvd__now();
+    if (left <= 0) return;
+    deadline.tv_sec += (time_t)left;
+    deadline.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&hvd__engine.mu);
+    while (!hvd__engine.shutdown_requested &&
+           !(idle && hvd__engine.incoming) &&
+           pthread_cond_timedwait(&hvd__engine.wake_cv, &hvd__engine.mu,
+                                  &deadline) != ETIMEDOUT)
+        ;
+    for (;;) {
+        uint64_t seen = hvd__engine.nsubmitted;
+        if (!idle || !hvd__engine.incoming || hvd__engine.shutdown_requested ||
+            hvd__now() + quiet_s > until)
+            break;
+        pthread_mutex_unlock(&hvd__engine.mu);
+        struct timespec nap = {0, (long)(quiet_s * 1e9)};
+        nanosleep(&nap, NULL);
+        pthread_mutex_lock(&hvd__engine.mu);
+        if (hvd__engine.nsubmitted == seen) break;
+    }
+    pthread_mutex_unlock(&hvd__engine.mu);
+}
+
 static void *hvd__engine_main(void *arg)
 {
     (void)arg;
@@ -355,24 +403,7 @@ static void *hvd__engine_main(void *arg)
         double start = hvd__now();
         status = hvd__cycle(&loop);
         if (status != HVD_OK || loop.shutdown) break;
-        /* Sleep out the rest of the cycle unless told to shut down. */
-        double until = start + period;
-        struct timespec deadline;
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        double left = until - hvd__now();
-        if (left <= 0) continue;
-        deadline.tv_sec += (time_t)left;
-        deadline.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
-        pthread_mutex_lock(&hvd__engine.mu);
-        while (!hvd__engine.shutdown_requested &&
-               pthread_cond_timedwait(&hvd__engine.wake_cv, &hvd__engine.mu,
-                                      &deadline) != ETIMEDOUT)
-            ;
-        pthread_mutex_unlock(&hvd__engine.mu);
+        hvd__sleep(start + period, loop.pending.len == 0);
     }
     if (status != HVD_OK) {
         /* A stall or a broken MPI: every rank got the same plan or error,

@@ -145,8 +145,7 @@ int hvd__execute(const hvd__response_t *resp, hvd__list_t *pending,
                                 hvd__kind_name(resp->descs[0].kind), start,
                                 hvd__now());
     }
-    for (int i = 0; i < n; i++)
-        if (hs[i]) hvd__complete(hs[i], status);
+    hvd__complete_many(hs, (size_t)n, status);
     free(hs);
     return status;
 }

@@ -116,6 +116,8 @@ typedef struct {
     pthread_cond_t done_cv;   /* API: a handle completed */
     hvd_handle_t incoming;    /* submitted, not yet seen by the engine */
     hvd_handle_t *incoming_tail;
+    uint64_t nsubmitted;      /* requests queued so far: bursts end when
+                                 it stops moving */
     hvd__index_t inflight;    /* every handle not yet done, for duplicates */
     int shutdown_requested;
     int stalled;              /* HVD_ERR_STALL: every later call fails */
@@ -131,6 +133,8 @@ int hvd__engine_stop(void);
 int hvd__engine_submit(hvd_handle_t h);
 /* Marks h done with `status` and wakes its waiter. Engine only. */
 void hvd__complete(hvd_handle_t h, int status);
+/* The same for the non-NULL handles of hs, with one wake-up. */
+void hvd__complete_many(hvd_handle_t *hs, size_t n, int status);
 
 
 
