@@ -251,13 +251,15 @@ static void hvd__fill_bits(hvd__loop_t *loop, hvd__bits_t *bits, double now)
 static int hvd__run_plan(hvd__loop_t *loop, const hvd__plan_t *plan,
                          int cache_them)
 {
+    double ready_s = hvd__now(); /* when the ranks agreed on the plan */
     for (size_t r = 0; r < plan->len; r++) {
         const hvd__response_t *resp = &plan->items[r];
         if (resp->head.status == HVD_ERR_STALL) {
             hvd__log(HVD__LOG_ERROR, "%s", resp->head.message);
             return HVD_ERR_STALL;
         }
-        int status = hvd__execute(resp, &loop->pending, loop->join != NULL);
+        int status = hvd__execute(resp, &loop->pending, loop->join != NULL,
+                                  ready_s);
         if (status != HVD_OK && status != resp->head.status)
             return status; /* MPI failed: the engine cannot go on */
         if (cache_them && resp->head.status == HVD_OK)

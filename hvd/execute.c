@@ -117,7 +117,7 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
 }
 
 int hvd__execute(const hvd__response_t *resp, hvd__list_t *pending,
-                 int joined)
+                 int joined, double ready_s)
 {
     int n = resp->head.ndescs, status = resp->head.status;
     hvd_handle_t *hs = calloc((size_t)n + 1, sizeof *hs);
@@ -127,7 +127,8 @@ int hvd__execute(const hvd__response_t *resp, hvd__list_t *pending,
         hs[i] = hvd__pending_take(pending, resp->descs[i].name);
         if (hs[i]) {
             hvd__timeline_event(resp->descs[i].name, "NEGOTIATE",
-                                hs[i]->submit_s, start);
+                                hs[i]->submit_s, ready_s);
+            hvd__timeline_event(resp->descs[i].name, "QUEUE", ready_s, start);
         } else if (!joined && status == HVD_OK) {
             hvd__log(HVD__LOG_ERROR, "plan names '%s', not made here",
                      resp->descs[i].name);

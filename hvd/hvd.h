@@ -65,7 +65,10 @@ int hvd_local_rank(void), hvd_local_size(void); /* ranks on this node */
 int hvd_cross_rank(void), hvd_cross_size(void); /* index/number of nodes */
 
 /* Blocking and asynchronous collectives. name may be NULL (then calls are
- * matched by order). Buffers may be host or CUDA device memory.
+ * matched by order: the n-th unnamed call of a kind on every rank); names
+ * are at most 199 bytes and may not start with "__" (hvd's own). A name
+ * may be in flight once per rank at a time (else HVD_ERR_STATE, and no
+ * handle). Buffers are host memory (CUDA device memory: a later release).
  * sendbuf == recvbuf is in place. */
 int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                   hvd_dtype_t dtype, hvd_op_t op, const char *name);
@@ -82,7 +85,8 @@ int hvd_allgather(const void *sendbuf, size_t count, void *recvbuf,
                   hvd_dtype_t dtype, const char *name);
 
 int hvd_wait(hvd_handle_t handle); /* the collective's status; frees handle */
-int hvd_poll(hvd_handle_t handle); /* 1 done, 0 not yet, <0 error */
+/* 1 done, 0 not yet, <0 done with that error; hvd_wait still frees it. */
+int hvd_poll(hvd_handle_t handle);
 int hvd_barrier(void);
 /* This rank has no more batches: it takes part in the others' collectives
  * with zeros until all have joined, then returns. */

@@ -73,7 +73,7 @@ struct hvd_handle {
     int coordinated;          /* engine only: sent to the coordinator */
     int cache_slot;           /* engine only: its response cache entry, -1 */
     size_t pending_pos;       /* engine only: where in the pending list */
-    double submit_s, ready_s; /* engine only: for stalls and the timeline */
+    double submit_s;          /* engine only: for stalls and the timeline */
     struct hvd_handle *next;  /* in the incoming queue or the pending list */
 };
 
@@ -184,9 +184,10 @@ int hvd__decode_plan(const char *bytes, size_t nbytes, hvd__plan_t *plan);
 /* ---- execution (execute.c) ---- */
 /* Runs one response: gathers this rank's requests for its names from
  * pending (a joined rank has none and contributes zeros), reduces, copies
- * out and completes them. */
+ * out and completes them. ready_s: when the ranks agreed it was ready (the
+ * timeline's end of negotiation and start of queueing). */
 int hvd__execute(const hvd__response_t *response, hvd__list_t *pending,
-                 int joined);
+                 int joined, double ready_s);
 void hvd__execute_free(void);
 
 /* ---- timeline (timeline.c), rank 0 only, all no-ops when off ---- */

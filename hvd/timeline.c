@@ -1,7 +1,8 @@
 /* hvd/timeline.c: HVD_TIMELINE, a Chrome-trace JSON file (chrome://tracing,
  * Perfetto) written by rank 0: one row ("process") per tensor name, with
- * its negotiation, copies into and out of the fusion buffer and the ring
- * collective as complete ("X") events. The array is closed at shutdown, so
+ * its negotiation, its wait in the queue behind earlier responses, copies
+ * into and out of the fusion buffer and the ring collective as complete
+ * ("X") events. The array is closed at shutdown, so
  * the file parses as JSON; a killed job leaves it unterminated, which both
  * viewers still load. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
