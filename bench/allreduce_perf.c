@@ -31,62 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include <mpi.h>
 
+#include "bench/common.h"
 #include "ring/ring.h"
-
-/* ---- fatal checks: print where and who, then take every rank down ---- */
-
-/* Who this process is, for the fatal messages; set once after MPI_Init. */
-static int g_rank = -1;
-static char g_host[256] = "?";
-
-static _Noreturn void die_mpi(int rc, const char *call, const char *file,
-                              int line)
-{
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
-        snprintf(text, sizeof text, "MPI error %d", rc);
-    fprintf(stderr, "%s:%d: host %s rank %d: %s failed: %s\n", file, line,
-            g_host, g_rank, call, text);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    abort(); /* MPI_Abort does not return; this tells the compiler so */
-}
-
-static _Noreturn void die_nomem(const char *what, size_t nbytes)
-{
-    fprintf(stderr, "host %s rank %d: cannot allocate %zu bytes for %s\n",
-            g_host, g_rank, nbytes, what);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    abort();
-}
-
-static _Noreturn void die_ring(int status, const char *call, const char *file,
-                               int line)
-{
-    fprintf(stderr, "%s:%d: host %s rank %d: %s failed: %s (%d)\n", file,
-            line, g_host, g_rank, call, ring_strerror(status), status);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    abort();
-}
-
-#define MPI_CHECK(call)                                                        \
-    do {                                                                       \
-        int mpi_rc_ = (call);                                                  \
-        if (mpi_rc_ != MPI_SUCCESS)                                            \
-            die_mpi(mpi_rc_, #call, __FILE__, __LINE__);                       \
-    } while (0)
-
-#define RING_CHECK(call)                                                       \
-    do {                                                                       \
-        int ring_rc_ = (call);                                                 \
-        if (ring_rc_ != RING_OK)                                               \
-            die_ring(ring_rc_, #call, __FILE__, __LINE__);                     \
-    } while (0)
 
 /* ---- configuration ---- */
 
@@ -95,7 +44,7 @@ typedef struct bench_impl bench_impl_t;
 typedef struct {
     size_t min_nbytes, max_nbytes;
     size_t step_factor;
-    int iters, warmup_iters, check, rounds;
+    bench_loop_t loop; /* -n, -w, -r, -c */
     ring_dtype_t dtype;
     ring_op_t op;
     ring_algo_t algo;
@@ -186,57 +135,7 @@ static int dtype_is_float(ring_dtype_t dtype)
            dtype == RING_FLOAT16 || dtype == RING_BFLOAT16;
 }
 
-/* ---- elements as doubles: every value used here is exact in a double ---- */
-
-/* An integer-valued double as the integer reductions leave it: they wrap,
- * so take it modulo 2^64 here and narrow it modulo 2^bits on store. */
-static uint64_t wrap_u64(double v)
-{
-    return (uint64_t)(int64_t)v;
-}
-
-static void value_store(void *buf, size_t idx, ring_dtype_t dtype, double v)
-{
-    uint16_t *u16 = buf;
-
-    switch (dtype) {
-    case RING_FLOAT32: ((float *)buf)[idx] = (float)v; break;
-    case RING_FLOAT64: ((double *)buf)[idx] = v; break;
-    case RING_FLOAT16: u16[idx] = ring_f32_to_f16((float)v); break;
-    case RING_BFLOAT16: u16[idx] = ring_f32_to_bf16((float)v); break;
-    case RING_INT32:
-        ((int32_t *)buf)[idx] = (int32_t)(uint32_t)wrap_u64(v);
-        break;
-    case RING_INT64: ((int64_t *)buf)[idx] = (int64_t)wrap_u64(v); break;
-    case RING_UINT8: ((uint8_t *)buf)[idx] = (uint8_t)wrap_u64(v); break;
-    default: break;
-    }
-}
-
-static double value_load(const void *buf, size_t idx, ring_dtype_t dtype)
-{
-    switch (dtype) {
-    case RING_FLOAT32: return ((const float *)buf)[idx];
-    case RING_FLOAT64: return ((const double *)buf)[idx];
-    case RING_FLOAT16: return ring_f16_to_f32(((const uint16_t *)buf)[idx]);
-    case RING_BFLOAT16: return ring_bf16_to_f32(((const uint16_t *)buf)[idx]);
-    case RING_INT32: return ((const int32_t *)buf)[idx];
-    case RING_INT64: return (double)((const int64_t *)buf)[idx];
-    case RING_UINT8: return ((const uint8_t *)buf)[idx];
-    default: return 0.0;
-    }
-}
-
 /* ---- inputs and expected results ---- */
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9u;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebu;
-    return x ^ (x >> 31);
-}
 
 /* Element idx of rank's input. Sums stay exact in every dtype: |x| <= 2
  * (0..4 for uint8), and bf16 holds every integer up to 256, so up to 128
@@ -246,8 +145,7 @@ static uint64_t mix64(uint64_t x)
 static double input_value(int rank, size_t idx, ring_dtype_t dtype,
                           ring_op_t op)
 {
-    uint64_t h = mix64((uint64_t)idx * 0x9e3779b97f4a7c15u +
-                       (uint64_t)(rank + 1) * 0xd1b54a32d192ed03u);
+    uint64_t h = bench_input_hash(rank, idx);
 
     if (op == RING_PRODUCT) {
         static const double factors[4] = {2.0, -1.0, 1.0, 1.0};
@@ -288,14 +186,14 @@ static double expected_value(const bench_t *b, size_t idx)
 static void fill_inputs(const bench_t *b, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        value_store(b->sendbuf, i, b->opts.dtype,
+        bench_value_store(b->sendbuf, i, b->opts.dtype,
                     input_value(b->rank, i, b->opts.dtype, b->opts.op));
 }
 
 static void fill_expected(const bench_t *b, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        value_store(b->expected, i, b->opts.dtype, expected_value(b, i));
+        bench_value_store(b->expected, i, b->opts.dtype, expected_value(b, i));
 }
 
 /* Elements of recvbuf that differ from the expected ones; the first one is
@@ -305,15 +203,15 @@ static int64_t count_wrong(const bench_t *b, const char *what, size_t count)
     int64_t nwrong = 0;
 
     for (size_t i = 0; i < count; i++) {
-        double got = value_load(b->recvbuf, i, b->opts.dtype);
-        double want = value_load(b->expected, i, b->opts.dtype);
+        double got = bench_value_load(b->recvbuf, i, b->opts.dtype);
+        double want = bench_value_load(b->expected, i, b->opts.dtype);
         if (got == want)
             continue;
         if (nwrong++ == 0)
             fprintf(stderr,
                     "host %s rank %d: %s, count %zu: element %zu is %g, "
                     "expected %g\n",
-                    g_host, b->rank, what, count, i, got, want);
+                    bench_host, b->rank, what, count, i, got, want);
     }
     return nwrong;
 }
@@ -491,13 +389,13 @@ static double time_calls(const bench_t *b, const measurement_t *m,
 
     if (m->in_place)
         memcpy(b->recvbuf, b->sendbuf, count * b->elsize);
-    for (int i = 0; i < b->opts.warmup_iters; i++)
+    for (int i = 0; i < b->opts.loop.warmup_iters; i++)
         m->impl->run(b, src, b->recvbuf, count);
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     double start_s = MPI_Wtime();
-    for (int i = 0; i < b->opts.iters; i++)
+    for (int i = 0; i < b->opts.loop.iters; i++)
         m->impl->run(b, src, b->recvbuf, count);
-    return (MPI_Wtime() - start_s) / b->opts.iters;
+    return (MPI_Wtime() - start_s) / b->opts.loop.iters;
 }
 
 /* Out of place, recvbuf starts as expected + 1 everywhere (all ones bytes
@@ -506,8 +404,8 @@ static double time_calls(const bench_t *b, const measurement_t *m,
 static void poison_recvbuf(const bench_t *b, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        value_store(b->recvbuf, i, b->opts.dtype,
-                    value_load(b->expected, i, b->opts.dtype) + 1.0);
+        bench_value_store(b->recvbuf, i, b->opts.dtype,
+                    bench_value_load(b->expected, i, b->opts.dtype) + 1.0);
 }
 
 /* One untimed call from fresh inputs; returns this rank's wrong elements. */
@@ -534,14 +432,14 @@ static void time_all(const bench_t *b, measurement_t *ms, int nms,
 
     /* Rounds outermost: each round times every implementation once, so the
      * machine's slow spells fall on all of them alike. */
-    for (int round = 0; round < b->opts.rounds; round++)
+    for (int round = 0; round < b->opts.loop.rounds; round++)
         for (int i = 0; i < nms; i++)
             if (ms[i].skipped == NULL)
                 sum_s[i] += time_calls(b, &ms[i], count);
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sum_s, nms, MPI_DOUBLE, MPI_MAX,
                             MPI_COMM_WORLD));
     for (int i = 0; i < nms; i++)
-        ms[i].seconds = sum_s[i] / b->opts.rounds;
+        ms[i].seconds = sum_s[i] / b->opts.loop.rounds;
 }
 
 static void check_all(const bench_t *b, measurement_t *ms, int nms,
@@ -551,7 +449,7 @@ static void check_all(const bench_t *b, measurement_t *ms, int nms,
 
     for (int i = 0; i < nms; i++)
         ms[i].nwrong = -1;
-    if (!b->opts.check)
+    if (!b->opts.loop.check)
         return;
     fill_expected(b, count);
     for (int i = 0; i < nms; i++)
@@ -576,16 +474,9 @@ static void bench_size(const bench_t *b, measurement_t *ms, int nms,
 
 /* ---- figures and the table ---- */
 
-static double algbw_gbs(size_t nbytes, double seconds)
-{
-    return seconds > 0 ? (double)nbytes / 1.0e9 / seconds : 0.0;
-}
-
-/* A ring all-reduce moves 2(n-1)/n of the data through each rank's link, so
- * busbw compares with the hardware's bandwidth whatever n is. */
 static double busbw_gbs(const bench_t *b, size_t nbytes, double seconds)
 {
-    return algbw_gbs(nbytes, seconds) * 2.0 * (b->nranks - 1) / b->nranks;
+    return bench_busbw_gbs(nbytes, seconds, b->nranks);
 }
 
 /* Time in microseconds with nccl-tests' precision: fewer decimals as it
@@ -656,8 +547,8 @@ static void print_single_cell(const bench_t *b, const measurement_t *m,
     format_time(time_text, sizeof time_text, m->seconds);
     format_wrong(wrong_text, sizeof wrong_text, m->nwrong);
     printf("  %7s  %6.2f  %6.2f %6s", time_text,
-           algbw_gbs(nbytes, m->seconds), busbw_gbs(b, nbytes, m->seconds),
-           wrong_text);
+           bench_algbw_gbs(nbytes, m->seconds),
+           busbw_gbs(b, nbytes, m->seconds), wrong_text);
 }
 
 static void print_row_start(const bench_t *b, size_t nbytes, size_t count)
@@ -885,55 +776,6 @@ static void run_sizes(const bench_t *b, summary_t *s)
 
 /* ---- the header ---- */
 
-typedef struct {
-    int pid;
-    int local_rank;
-    char host[sizeof g_host];
-} rank_info_t;
-
-static int node_local_rank(void)
-{
-    MPI_Comm node;
-    int local_rank;
-
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
-                                  MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_rank(node, &local_rank));
-    MPI_CHECK(MPI_Comm_free(&node));
-    return local_rank;
-}
-
-/* nccl-tests' "Using devices" map: which rank runs where. */
-static void print_rank_map(const bench_t *b)
-{
-    rank_info_t mine = {.pid = (int)getpid(), .local_rank = node_local_rank()};
-    rank_info_t *all = NULL;
-
-    memcpy(mine.host, g_host, sizeof mine.host);
-    if (b->rank == 0 && (all = calloc((size_t)b->nranks, sizeof *all)) == NULL)
-        die_nomem("the rank map", (size_t)b->nranks * sizeof *all);
-    MPI_CHECK(MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all,
-                         (int)sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD));
-    if (b->rank == 0) {
-        printf("# Using ranks (host memory)\n");
-        for (int r = 0; r < b->nranks; r++)
-            printf("#  Rank %2d Local %2d Pid %7d on %10s\n", r,
-                   all[r].local_rank, all[r].pid, all[r].host);
-        printf("#\n");
-    }
-    free(all);
-}
-
-static void print_mpi_version(void)
-{
-    char version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-
-    MPI_CHECK(MPI_Get_library_version(version, &len));
-    version[strcspn(version, "\r\n")] = '\0'; /* first line only */
-    printf("# MPI library: %s\n", version);
-}
-
 static void print_impl_line(const bench_t *b)
 {
     const bench_opts_t *o = &b->opts;
@@ -969,7 +811,8 @@ static void print_header(const bench_t *b)
                "%zu(factor) warmup iters: %d iters: %d rounds: %d "
                "validation: %d\n",
                b->nranks, o->min_nbytes, o->max_nbytes, o->step_factor,
-               o->warmup_iters, o->iters, o->rounds, o->check);
+               o->loop.warmup_iters, o->loop.iters, o->loop.rounds,
+               o->loop.check);
         printf("# Datatype: %s  Op: %s\n", dtype_label(o->dtype),
                op_label(o->op));
         print_impl_line(b);
@@ -977,10 +820,10 @@ static void print_header(const bench_t *b)
                "the max over ranks\n");
         printf("# algbw = size / time (1 GB = 1e9 B); busbw = algbw * "
                "2(n-1)/n\n");
-        print_mpi_version();
+        bench_print_mpi_version();
         printf("#\n");
     }
-    print_rank_map(b);
+    bench_print_rank_map(MPI_COMM_WORLD);
 }
 
 /* ---- options ---- */
@@ -991,23 +834,19 @@ static const struct option long_options[] = {
     {"minbytes", required_argument, NULL, 'b'},
     {"maxbytes", required_argument, NULL, 'e'},
     {"stepfactor", required_argument, NULL, 'f'},
-    {"iters", required_argument, NULL, 'n'},
-    {"warmup_iters", required_argument, NULL, 'w'},
-    {"check", required_argument, NULL, 'c'},
+    BENCH_LOOP_LONG_OPTIONS, /* -n, -w, -r, -c */
     {"datatype", required_argument, NULL, 'd'},
     {"op", required_argument, NULL, 'o'},
-    {"rounds", required_argument, NULL, 'r'},
     {"impl", required_argument, NULL, OPT_IMPL},
     {"algo", required_argument, NULL, OPT_ALGO},
     {"compare", no_argument, NULL, OPT_COMPARE},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+    BENCH_END_LONG_OPTIONS,
 };
 
-static void print_usage(FILE *out)
-{
-    fprintf(out,
-        "Usage: allreduce_perf [options]   (run it under mpirun)\n"
+static const bench_cli_t cli = {
+    .optstring = ":b:e:f:n:w:c:d:o:r:h",
+    .long_options = long_options,
+    .usage_options =
         "  -b, --minbytes SIZE      smallest message (default 32M)\n"
         "  -e, --maxbytes SIZE      largest message (default 32M)\n"
         "  -f, --stepfactor N       multiply the size by N each step, N >= 2 "
@@ -1025,38 +864,10 @@ static void print_usage(FILE *out)
         "      --algo ALGO          ring's algorithm: auto, ring, rdb "
         "(default auto)\n"
         "      --compare            time ring, mpi and noreduce "
-        "interleaved, one table\n"
-        "  -h, --help               this text\n"
-        "SIZE is bytes with an optional K, M or G suffix (powers of 1024).\n"
-        "Exit status: 0 all results right, 1 wrong results, 2 bad "
-        "options.\n");
-}
-
-/* "-b/--minbytes" or "--impl", for error messages. */
-static const char *flag_name(int opt)
-{
-    static char text[64];
-
-    for (const struct option *lo = long_options; lo->name != NULL; lo++)
-        if (lo->val == opt) {
-            if (opt < 256)
-                snprintf(text, sizeof text, "-%c/--%s", opt, lo->name);
-            else
-                snprintf(text, sizeof text, "--%s", lo->name);
-            return text;
-        }
-    return "?";
-}
-
-/* Rank 0 explains (every rank saw the same argv and fails alike); returns
- * -1 so that callers can `return bad_value(...)`. */
-static int bad_value(int rank, int opt, const char *value, const char *want)
-{
-    if (rank == 0)
-        fprintf(stderr, "allreduce_perf: invalid value '%s' for %s: %s\n",
-                value, flag_name(opt), want);
-    return -1;
-}
+        "interleaved, one table\n",
+    .usage_notes =
+        "SIZE is bytes with an optional K, M or G suffix (powers of 1024).\n",
+};
 
 /* Digits with an optional K, M or G (any case, powers of 1024), nothing
  * else: no sign, no spaces, no fraction, no overflow. */
@@ -1084,21 +895,6 @@ static int parse_nbytes(const char *text, size_t *nbytes)
     return 0;
 }
 
-/* A decimal integer in [min, max] and nothing else. */
-static int parse_int(const char *text, long min, long max, int *out)
-{
-    char *end;
-    long value;
-
-    errno = 0;
-    value = strtol(text, &end, 10);
-    if (end == text || *end != '\0' || errno == ERANGE || value < min ||
-        value > max)
-        return -1;
-    *out = (int)value;
-    return 0;
-}
-
 static int parse_impl(const char *text, const bench_impl_t **impl)
 {
     for (size_t i = 0; i < NELEMS(impls); i++)
@@ -1111,85 +907,74 @@ static int parse_impl(const char *text, const bench_impl_t **impl)
 
 #define BYTES_WANTED "expected bytes such as 8, 64K, 16M or 1G"
 
-/* -b, -e, -f, -n, -w, -c, -r: 0 when the value is valid, else -1. */
-static int parse_number_opt(int rank, int opt, const char *arg,
-                            bench_opts_t *o)
+/* -b, -e, -f: 0 when the value is valid, else -1. */
+static int parse_size_opt(int opt, const char *arg, bench_opts_t *o)
 {
+    const struct option *lo = long_options;
     int factor;
 
     switch (opt) {
     case 'b':
         if (parse_nbytes(arg, &o->min_nbytes))
-            return bad_value(rank, opt, arg, BYTES_WANTED);
+            return bench_bad_value(lo, opt, arg, BYTES_WANTED);
         return 0;
     case 'e':
         if (parse_nbytes(arg, &o->max_nbytes))
-            return bad_value(rank, opt, arg, BYTES_WANTED);
+            return bench_bad_value(lo, opt, arg, BYTES_WANTED);
         return 0;
-    case 'f':
-        if (parse_int(arg, 2, INT_MAX, &factor))
-            return bad_value(rank, opt, arg, "expected an integer >= 2");
+    default: /* 'f' */
+        if (bench_parse_int(arg, 2, INT_MAX, &factor))
+            return bench_bad_value(lo, opt, arg, "expected an integer >= 2");
         o->step_factor = (size_t)factor;
-        return 0;
-    case 'n':
-        if (parse_int(arg, 1, INT_MAX, &o->iters))
-            return bad_value(rank, opt, arg, "expected an integer >= 1");
-        return 0;
-    case 'w':
-        if (parse_int(arg, 0, INT_MAX, &o->warmup_iters))
-            return bad_value(rank, opt, arg, "expected an integer >= 0");
-        return 0;
-    case 'c':
-        if (parse_int(arg, 0, 1, &o->check))
-            return bad_value(rank, opt, arg, "expected 0 or 1");
-        return 0;
-    default: /* 'r' */
-        if (parse_int(arg, 1, INT_MAX, &o->rounds))
-            return bad_value(rank, opt, arg, "expected an integer >= 1");
         return 0;
     }
 }
 
 /* -d, -o, --impl, --algo: 0 when the value is valid, else -1. */
-static int parse_name_opt(int rank, int opt, const char *arg, bench_opts_t *o)
+static int parse_name_opt(int opt, const char *arg, bench_opts_t *o)
 {
+    const struct option *lo = long_options;
     int value;
 
     switch (opt) {
     case 'd':
         if (named_parse(dtype_names, NELEMS(dtype_names), arg, &value))
-            return bad_value(rank, opt, arg, "expected float, double, half, "
-                             "bfloat16, int32, int64 or uint8");
+            return bench_bad_value(lo, opt, arg, "expected float, double, "
+                                   "half, bfloat16, int32, int64 or uint8");
         o->dtype = (ring_dtype_t)value;
         return 0;
     case 'o':
         if (named_parse(op_names, NELEMS(op_names), arg, &value))
-            return bad_value(rank, opt, arg,
-                             "expected sum, avg, min, max or prod");
+            return bench_bad_value(lo, opt, arg,
+                                   "expected sum, avg, min, max or prod");
         o->op = (ring_op_t)value;
         return 0;
     case OPT_IMPL:
         if (parse_impl(arg, &o->impl))
-            return bad_value(rank, opt, arg, "expected ring, mpi or noreduce");
+            return bench_bad_value(lo, opt, arg,
+                                   "expected ring, mpi or noreduce");
         return 0;
     default: /* OPT_ALGO */
         if (ring_algo_parse(arg, &o->algo) != RING_OK)
-            return bad_value(rank, opt, arg, "expected auto, ring or rdb");
+            return bench_bad_value(lo, opt, arg, "expected auto, ring or rdb");
         return 0;
     }
 }
 
-static int parse_one(int rank, int opt, const char *arg, bench_opts_t *o)
+static int parse_one(int opt, const char *arg, bench_opts_t *o)
 {
+    int rc = bench_parse_loop_opt(long_options, opt, arg, &o->loop);
+
+    if (rc <= 0)
+        return rc; /* -n, -w, -r, -c */
     /* Long-only options are >= 256, which strchr would truncate to a char. */
-    if (opt < 256 && strchr("befnwcr", opt) != NULL)
-        return parse_number_opt(rank, opt, arg, o);
-    return parse_name_opt(rank, opt, arg, o);
+    if (opt < 256 && strchr("bef", opt) != NULL)
+        return parse_size_opt(opt, arg, o);
+    return parse_name_opt(opt, arg, o);
 }
 
 /* Rules that involve several options, checked once all are read. */
-static int check_opts(int rank, const bench_opts_t *o, int impl_given,
-                      int compare)
+static int check_opts(const bench_opts_t *o, int impl_given, int compare)
 {
     const char *why = NULL;
 
@@ -1202,53 +987,33 @@ static int check_opts(int rank, const bench_opts_t *o, int impl_given,
     else if (o->op == RING_AVERAGE && !dtype_is_float(o->dtype))
         why = "-o avg needs a floating-point -d (float, double, half, "
               "bfloat16)";
-    if (why != NULL && rank == 0)
+    if (why != NULL && bench_rank == 0)
         fprintf(stderr, "allreduce_perf: %s\n", why);
     return why != NULL ? -1 : 0;
 }
 
 /* 0: run; 1: --help printed; -1: bad options, explained on rank 0. */
-static int parse_options(int rank, int argc, char **argv, bench_opts_t *o)
+static int parse_options(int argc, char **argv, bench_opts_t *o)
 {
     int opt, impl_given = 0, compare = 0;
 
     *o = (bench_opts_t){
         .min_nbytes = 32u << 20, .max_nbytes = 32u << 20, .step_factor = 2,
-        .iters = 20, .warmup_iters = 5, .check = 1, .rounds = 1,
+        .loop = BENCH_LOOP_DEFAULTS,
         .dtype = RING_FLOAT32, .op = RING_SUM, .algo = RING_ALGO_AUTO,
         .impl = &impl_ring,
     };
-    opterr = 0; /* getopt would complain once per rank; rank 0 does below */
-    while ((opt = getopt_long(argc, argv, ":b:e:f:n:w:c:d:o:r:h",
-                              long_options, NULL)) != -1) {
-        if (opt == 'h') {
-            if (rank == 0)
-                print_usage(stdout);
-            return 1;
-        }
-        if (opt == '?' || opt == ':') {
-            if (rank == 0) {
-                fprintf(stderr, "allreduce_perf: %s '%s'\n",
-                        opt == ':' ? "missing value for" : "unknown option",
-                        argv[optind - 1]);
-                print_usage(stderr);
-            }
-            return -1;
-        }
+    while ((opt = bench_getopt(argc, argv, &cli)) >= 0) {
         impl_given |= opt == OPT_IMPL;
         compare |= opt == OPT_COMPARE;
-        if (opt != OPT_COMPARE && parse_one(rank, opt, optarg, o) != 0)
+        if (opt != OPT_COMPARE && parse_one(opt, optarg, o) != 0)
             return -1;
     }
-    if (optind < argc) {
-        if (rank == 0)
-            fprintf(stderr, "allreduce_perf: unexpected argument '%s'\n",
-                    argv[optind]);
-        return -1;
-    }
+    if (opt != BENCH_OPT_END)
+        return opt == BENCH_OPT_HELP ? 1 : -1;
     if (compare)
         o->impl = NULL;
-    return check_opts(rank, o, impl_given, compare);
+    return check_opts(o, impl_given, compare);
 }
 
 /* ---- main ---- */
@@ -1263,7 +1028,8 @@ static void alloc_buffers(bench_t *b)
     b->recvbuf = malloc(nbytes);
     b->expected = malloc(nbytes);
     if (b->sendbuf == NULL || b->recvbuf == NULL || b->expected == NULL)
-        die_nomem("3 buffers of -e/--maxbytes each (lower it)", 3 * nbytes);
+        bench_die_nomem("3 buffers of -e/--maxbytes each (lower it)",
+                        3 * nbytes);
 }
 
 static void free_buffers(bench_t *b)
@@ -1298,11 +1064,9 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &b.rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &b.nranks));
-    g_rank = b.rank;
-    if (gethostname(g_host, sizeof g_host - 1) != 0)
-        snprintf(g_host, sizeof g_host, "?");
+    bench_identify("allreduce_perf", b.rank);
 
-    int rc = parse_options(b.rank, argc, argv, &b.opts);
+    int rc = parse_options(argc, argv, &b.opts);
     if (rc != 0) {
         MPI_CHECK(MPI_Finalize());
         return rc > 0 ? 0 : 2;

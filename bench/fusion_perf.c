@@ -57,78 +57,33 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <mpi.h>
 
+#include "bench/common.h"
 #include "hvd/hvd.h"
 #include "ring/ring.h"
 
-#define NELEMS(a) (sizeof(a) / sizeof((a)[0]))
-
-/* ---- fatal checks: print where and who, then take every rank down ---- */
-
-/* Who this process is, for the fatal messages; set once after MPI starts. */
-static int g_rank = -1;
-static char g_host[256] = "?";
-
-static _Noreturn void die_mpi(int rc, const char *call, const char *file,
-                              int line)
-{
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
-        snprintf(text, sizeof text, "MPI error %d", rc);
-    fprintf(stderr, "%s:%d: host %s rank %d: %s failed: %s\n", file, line,
-            g_host, g_rank, call, text);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    abort(); /* MPI_Abort does not return; this tells the compiler so */
-}
+/* ---- hvd's fatal checks (MPI's and ring's are in bench/common.h) ---- */
 
 /* `tensor` names the tensor a per-tensor call was about, or is NULL. */
 static _Noreturn void die_hvd(int status, const char *call,
                               const char *tensor, const char *file, int line)
 {
     fprintf(stderr, "%s:%d: host %s rank %d: %s failed%s%s: %s (%d)\n", file,
-            line, g_host, g_rank, call, tensor ? " for tensor " : "",
-            tensor ? tensor : "", hvd_strerror(status), status);
+            line, bench_host, bench_rank, call,
+            tensor ? " for tensor " : "", tensor ? tensor : "",
+            hvd_strerror(status), status);
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort();
 }
-
-static _Noreturn void die_ring(int status, const char *call, const char *file,
-                               int line)
-{
-    fprintf(stderr, "%s:%d: host %s rank %d: %s failed: %s (%d)\n", file,
-            line, g_host, g_rank, call, ring_strerror(status), status);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    abort();
-}
-
-static _Noreturn void die_nomem(const char *what, size_t nbytes)
-{
-    fprintf(stderr, "host %s rank %d: cannot allocate %zu bytes for %s\n",
-            g_host, g_rank, nbytes, what);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    abort();
-}
-
-#define MPI_CHECK(call)                                                        \
-    do {                                                                       \
-        int mpi_rc_ = (call);                                                  \
-        if (mpi_rc_ != MPI_SUCCESS)                                            \
-            die_mpi(mpi_rc_, #call, __FILE__, __LINE__);                       \
-    } while (0)
 
 #define HVD_CHECK(call)                                                        \
     do {                                                                       \
@@ -144,22 +99,6 @@ static _Noreturn void die_nomem(const char *what, size_t nbytes)
         if (hvd_rc_ != HVD_OK)                                                 \
             die_hvd(hvd_rc_, #call, (tensor), __FILE__, __LINE__);             \
     } while (0)
-
-#define RING_CHECK(call)                                                       \
-    do {                                                                       \
-        int ring_rc_ = (call);                                                 \
-        if (ring_rc_ != RING_OK)                                               \
-            die_ring(ring_rc_, #call, __FILE__, __LINE__);                     \
-    } while (0)
-
-static void *xmalloc(size_t nbytes, const char *what)
-{
-    void *p = malloc(nbytes > 0 ? nbytes : 1);
-
-    if (p == NULL)
-        die_nomem(what, nbytes);
-    return p;
-}
 
 /* ---- workloads: tensors carved out of one slab ---- */
 
@@ -182,10 +121,11 @@ static void workload_init(workload_t *w, const char *name, int cap,
                           int reverse)
 {
     *w = (workload_t){.name = name, .cap = cap, .reverse = reverse};
-    w->tensor_names = xmalloc((size_t)cap * sizeof *w->tensor_names, "names");
-    w->counts = xmalloc((size_t)cap * sizeof *w->counts, "counts");
-    w->offsets = xmalloc((size_t)cap * sizeof *w->offsets, "offsets");
-    w->handles = xmalloc((size_t)cap * sizeof *w->handles, "handles");
+    w->tensor_names =
+        bench_malloc((size_t)cap * sizeof *w->tensor_names, "names");
+    w->counts = bench_malloc((size_t)cap * sizeof *w->counts, "counts");
+    w->offsets = bench_malloc((size_t)cap * sizeof *w->offsets, "offsets");
+    w->handles = bench_malloc((size_t)cap * sizeof *w->handles, "handles");
 }
 
 /* Appends a tensor of `count` elements named by a printf format. */
@@ -203,7 +143,7 @@ workload_add(workload_t *w, size_t count, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
-    w->tensor_names[w->ntensors] = xmalloc(strlen(name) + 1, "a name");
+    w->tensor_names[w->ntensors] = bench_malloc(strlen(name) + 1, "a name");
     strcpy(w->tensor_names[w->ntensors], name);
     w->counts[w->ntensors] = count;
     w->offsets[w->ntensors] = w->total_count;
@@ -215,8 +155,8 @@ static void workload_alloc_slabs(workload_t *w)
 {
     size_t nbytes = w->total_count * sizeof(float);
 
-    w->send = xmalloc(nbytes, "the input slab");
-    w->recv = xmalloc(nbytes, "the result slab");
+    w->send = bench_malloc(nbytes, "the input slab");
+    w->recv = bench_malloc(nbytes, "the result slab");
 }
 
 static void workload_free(workload_t *w)
@@ -303,7 +243,7 @@ static void resnet50_build(workload_t *w)
 enum { ORDER_INTERLEAVED, ORDER_SEPARATE };
 
 typedef struct {
-    int iters, warmup_iters, rounds, check;
+    bench_loop_t loop; /* -n, -w, -r, -c */
     hvd_op_t op;       /* HVD_SUM or HVD_AVERAGE */
     int fusion;        /* 0: HVD_FUSION_THRESHOLD=0 set before hvd_init */
     int workloads;     /* bit (1 << WL_*) per workload to run */
@@ -313,22 +253,18 @@ typedef struct {
 enum { OPT_FUSION = 256, OPT_WORKLOAD, OPT_ORDER };
 
 static const struct option long_options[] = {
-    {"iters", required_argument, NULL, 'n'},
-    {"warmup_iters", required_argument, NULL, 'w'},
-    {"rounds", required_argument, NULL, 'r'},
-    {"check", required_argument, NULL, 'c'},
+    BENCH_LOOP_LONG_OPTIONS, /* -n, -w, -r, -c */
     {"op", required_argument, NULL, 'o'},
     {"fusion", required_argument, NULL, OPT_FUSION},
     {"workload", required_argument, NULL, OPT_WORKLOAD},
     {"order", required_argument, NULL, OPT_ORDER},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+    BENCH_END_LONG_OPTIONS,
 };
 
-static void print_usage(FILE *out)
-{
-    fprintf(out,
-        "Usage: fusion_perf [options]   (run it under mpirun)\n"
+static const bench_cli_t cli = {
+    .optstring = ":n:w:r:c:o:h",
+    .long_options = long_options,
+    .usage_options =
         "  -n, --iters N            timed iterations per workload and "
         "method (default 20)\n"
         "  -w, --warmup_iters N     untimed iterations before them "
@@ -342,51 +278,9 @@ static void print_usage(FILE *out)
         "      --workload W         all, small or resnet50 (default all)\n"
         "      --order O            interleaved (default; needs "
         "MPI_THREAD_MULTIPLE) or separate\n"
-        "                           (mpi and ring timed before hvd_init)\n"
-        "  -h, --help               this text\n"
-        "Exit status: 0 all results right, 1 wrong results, 2 bad "
-        "options.\n");
-}
-
-/* "-n/--iters" or "--fusion", for error messages. */
-static const char *flag_name(int opt)
-{
-    static char text[64];
-
-    for (const struct option *lo = long_options; lo->name != NULL; lo++)
-        if (lo->val == opt) {
-            if (opt < 256)
-                snprintf(text, sizeof text, "-%c/--%s", opt, lo->name);
-            else
-                snprintf(text, sizeof text, "--%s", lo->name);
-            return text;
-        }
-    return "?";
-}
-
-/* Rank 0 explains (all ranks saw the same argv and fail alike); -1. */
-static int bad_value(int rank, int opt, const char *value, const char *want)
-{
-    if (rank == 0)
-        fprintf(stderr, "fusion_perf: invalid value '%s' for %s: %s\n",
-                value, flag_name(opt), want);
-    return -1;
-}
-
-/* A decimal integer in [min, max] and nothing else. */
-static int parse_int(const char *text, long min, long max, int *out)
-{
-    char *end;
-    long value;
-
-    errno = 0;
-    value = strtol(text, &end, 10);
-    if (end == text || *end != '\0' || errno == ERANGE || value < min ||
-        value > max)
-        return -1;
-    *out = (int)value;
-    return 0;
-}
+        "                           (mpi and ring timed before hvd_init)\n",
+    .usage_notes = "",
+};
 
 /* Index of text in a NULL-terminated list of words, or -1. */
 static int parse_word(const char *text, const char *const *words)
@@ -397,30 +291,9 @@ static int parse_word(const char *text, const char *const *words)
     return -1;
 }
 
-static int parse_number_opt(int rank, int opt, const char *arg, opts_t *o)
+static int parse_word_opt(int opt, const char *arg, opts_t *o)
 {
-    switch (opt) {
-    case 'n':
-        if (parse_int(arg, 1, INT_MAX, &o->iters))
-            return bad_value(rank, opt, arg, "expected an integer >= 1");
-        return 0;
-    case 'w':
-        if (parse_int(arg, 0, INT_MAX, &o->warmup_iters))
-            return bad_value(rank, opt, arg, "expected an integer >= 0");
-        return 0;
-    case 'r':
-        if (parse_int(arg, 1, INT_MAX, &o->rounds))
-            return bad_value(rank, opt, arg, "expected an integer >= 1");
-        return 0;
-    default: /* 'c' */
-        if (parse_int(arg, 0, 1, &o->check))
-            return bad_value(rank, opt, arg, "expected 0 or 1");
-        return 0;
-    }
-}
-
-static int parse_word_opt(int rank, int opt, const char *arg, opts_t *o)
-{
+    const struct option *lo = long_options;
     static const char *const ops[] = {"sum", "avg", NULL};
     static const char *const onoff[] = {"off", "on", NULL};
     static const char *const wls[] = {"small", "resnet50", "all", NULL};
@@ -430,24 +303,24 @@ static int parse_word_opt(int rank, int opt, const char *arg, opts_t *o)
     switch (opt) {
     case 'o':
         if ((i = parse_word(arg, ops)) < 0)
-            return bad_value(rank, opt, arg, "expected sum or avg");
+            return bench_bad_value(lo, opt, arg, "expected sum or avg");
         o->op = i == 0 ? HVD_SUM : HVD_AVERAGE;
         return 0;
     case OPT_FUSION:
         if ((i = parse_word(arg, onoff)) < 0)
-            return bad_value(rank, opt, arg, "expected on or off");
+            return bench_bad_value(lo, opt, arg, "expected on or off");
         o->fusion = i;
         return 0;
     case OPT_WORKLOAD:
         if ((i = parse_word(arg, wls)) < 0)
-            return bad_value(rank, opt, arg,
-                             "expected all, small or resnet50");
+            return bench_bad_value(lo, opt, arg,
+                                   "expected all, small or resnet50");
         o->workloads = i == 2 ? (1 << WL_SMALL) | (1 << WL_RESNET50) : 1 << i;
         return 0;
     default: /* OPT_ORDER */
         if ((i = parse_word(arg, orders)) < 0)
-            return bad_value(rank, opt, arg,
-                             "expected interleaved or separate");
+            return bench_bad_value(lo, opt, arg,
+                                   "expected interleaved or separate");
         o->order = i;
         return 0;
     }
@@ -469,59 +342,36 @@ static int threshold_is_zero(const char *text)
 
 /* --fusion on with HVD_FUSION_THRESHOLD=0 would measure the unfused engine
  * under the fused name. */
-static int check_fusion_env(int rank, const opts_t *o)
+static int check_fusion_env(const opts_t *o)
 {
     const char *env = getenv("HVD_FUSION_THRESHOLD");
 
     if (!o->fusion || env == NULL || !threshold_is_zero(env))
         return 0;
-    if (rank == 0)
+    if (bench_rank == 0)
         fprintf(stderr, "fusion_perf: --fusion on, but HVD_FUSION_THRESHOLD="
                 "%s turns fusion off: unset it or pass --fusion off\n", env);
     return -1;
 }
 
 /* 0: run; 1: --help printed; -1: bad options, explained on rank 0. */
-static int parse_options(int rank, int argc, char **argv, opts_t *o)
+static int parse_options(int argc, char **argv, opts_t *o)
 {
     int opt;
 
-    *o = (opts_t){.iters = 20, .warmup_iters = 5, .rounds = 1, .check = 1,
-                  .op = HVD_SUM, .fusion = 1,
+    *o = (opts_t){.loop = BENCH_LOOP_DEFAULTS, .op = HVD_SUM, .fusion = 1,
                   .workloads = (1 << WL_SMALL) | (1 << WL_RESNET50),
                   .order = ORDER_INTERLEAVED};
-    opterr = 0; /* getopt would complain once per rank; rank 0 does below */
-    while ((opt = getopt_long(argc, argv, ":n:w:r:c:o:h", long_options,
-                              NULL)) != -1) {
-        int rc;
-        if (opt == 'h') {
-            if (rank == 0)
-                print_usage(stdout);
-            return 1;
-        }
-        if (opt == '?' || opt == ':') {
-            if (rank == 0) {
-                fprintf(stderr, "fusion_perf: %s '%s'\n",
-                        opt == ':' ? "missing value for" : "unknown option",
-                        argv[optind - 1]);
-                print_usage(stderr);
-            }
-            return -1;
-        }
-        if (opt < 256 && strchr("nwrc", opt) != NULL)
-            rc = parse_number_opt(rank, opt, optarg, o);
-        else
-            rc = parse_word_opt(rank, opt, optarg, o);
+    while ((opt = bench_getopt(argc, argv, &cli)) >= 0) {
+        int rc = bench_parse_loop_opt(long_options, opt, optarg, &o->loop);
+        if (rc > 0) /* not -n, -w, -r or -c */
+            rc = parse_word_opt(opt, optarg, o);
         if (rc != 0)
             return -1;
     }
-    if (optind < argc) {
-        if (rank == 0)
-            fprintf(stderr, "fusion_perf: unexpected argument '%s'\n",
-                    argv[optind]);
-        return -1;
-    }
-    return check_fusion_env(rank, o);
+    if (opt != BENCH_OPT_END)
+        return opt == BENCH_OPT_HELP ? 1 : -1;
+    return check_fusion_env(o);
 }
 
 /* ---- the benchmark's state ---- */
@@ -567,23 +417,12 @@ static int main_may_call_mpi(const bench_t *b)
 
 /* ---- inputs and expected results ---- */
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9u;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebu;
-    return x ^ (x >> 31);
-}
-
 /* Element idx of the slab on `rank`: an integer in [-2, 2]. It hashes the
  * slab index, so a tensor reduced at the wrong offset shows as wrong. Sums
  * of up to 2^22 ranks stay exact in float32. */
 static float input_value(int rank, size_t idx)
 {
-    uint64_t h = mix64((uint64_t)idx * 0x9e3779b97f4a7c15u +
-                       (uint64_t)(rank + 1) * 0xd1b54a32d192ed03u);
-    return (float)(h % 5) - 2.0f;
+    return (float)(bench_input_hash(rank, idx) % 5) - 2.0f;
 }
 
 /* The exact sum; the average is it divided once, in float, as ring's
@@ -629,8 +468,8 @@ static int64_t tensor_wrong(const bench_t *b, const workload_t *w, int t,
             continue;
         if (nwrong_before + nwrong++ == 0)
             fprintf(stderr, "host %s rank %d: %s %s: tensor %d '%s' (%zu "
-                    "elements), element %zu: %s %g, expected %g\n", g_host,
-                    b->rank, w->name, method, t, w->tensor_names[t],
+                    "elements), element %zu: %s %g, expected %g\n",
+                    bench_host, b->rank, w->name, method, t, w->tensor_names[t],
                     w->counts[t], i, bad_out ? "result" : "input changed to",
                     bad_out ? got : w->send[idx], bad_out ? want : input);
     }
@@ -726,13 +565,13 @@ static void sync_phase(const bench_t *b)
 static double time_method(const bench_t *b, workload_t *w, int m)
 {
     sync_phase(b);
-    for (int i = 0; i < b->opts.warmup_iters; i++)
+    for (int i = 0; i < b->opts.loop.warmup_iters; i++)
         run_method(b, w, m);
     sync_phase(b);
     double start_s = now_s();
-    for (int i = 0; i < b->opts.iters; i++)
+    for (int i = 0; i < b->opts.loop.iters; i++)
         run_method(b, w, m);
-    return (now_s() - start_s) / b->opts.iters;
+    return (now_s() - start_s) / b->opts.loop.iters;
 }
 
 /* One untimed iteration on poisoned results; this rank's wrong elements. */
@@ -748,12 +587,12 @@ static int64_t check_method(const bench_t *b, workload_t *w, int m)
  * the machine's slow spells fall on all of them alike, then checks each. */
 static void run_methods(bench_t *b, unsigned methods)
 {
-    for (int round = 0; round < b->opts.rounds; round++)
+    for (int round = 0; round < b->opts.loop.rounds; round++)
         for (int w = 0; w < NWORKLOADS; w++)
             for (int m = 0; m < NMETHODS; m++)
                 if (workload_selected(b, w) && ((methods >> m) & 1u))
                     b->seconds[w][m] += time_method(b, &b->wl[w], m);
-    if (!b->opts.check)
+    if (!b->opts.loop.check)
         return;
     for (int w = 0; w < NWORKLOADS; w++)
         for (int m = 0; m < NMETHODS; m++)
@@ -778,8 +617,8 @@ static void hvd_start(bench_t *b)
     size = hvd_size();
     if (rank != b->rank || size != b->nranks) {
         fprintf(stderr, "host %s rank %d: hvd_rank() %d, hvd_size() %d; MPI "
-                "says rank %d of %d\n", g_host, b->rank, rank, size, b->rank,
-                b->nranks);
+                "says rank %d of %d\n", bench_host, b->rank, rank, size,
+                b->rank, b->nranks);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 }
@@ -815,54 +654,14 @@ static void reduce_results(bench_t *b)
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, seconds, n, MPI_DOUBLE, MPI_MAX,
                             b->comm));
     for (int i = 0; i < n; i++)
-        seconds[i] /= b->opts.rounds;
+        seconds[i] /= b->opts.loop.rounds;
     /* -1 (not checked) is the same on every rank: keep it. */
-    if (b->opts.check)
+    if (b->opts.loop.check)
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, nwrong, n, MPI_INT64_T, MPI_SUM,
                                 b->comm));
 }
 
 /* ---- the header ---- */
-
-typedef struct {
-    int pid;
-    int local_rank;
-    char host[sizeof g_host];
-} rank_info_t;
-
-static int node_local_rank(MPI_Comm comm)
-{
-    MPI_Comm node;
-    int local_rank;
-
-    MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0,
-                                  MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_rank(node, &local_rank));
-    MPI_CHECK(MPI_Comm_free(&node));
-    return local_rank;
-}
-
-/* nccl-tests' "Using devices" map: which rank runs where. */
-static void print_rank_map(const bench_t *b)
-{
-    rank_info_t mine = {.pid = (int)getpid(),
-                        .local_rank = node_local_rank(b->comm)};
-    rank_info_t *all = NULL;
-
-    memcpy(mine.host, g_host, sizeof mine.host);
-    if (b->rank == 0)
-        all = xmalloc((size_t)b->nranks * sizeof *all, "the rank map");
-    MPI_CHECK(MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all,
-                         (int)sizeof mine, MPI_BYTE, 0, b->comm));
-    if (b->rank == 0) {
-        printf("# Using ranks (host memory)\n");
-        for (int r = 0; r < b->nranks; r++)
-            printf("#  Rank %2d Local %2d Pid %7d on %10s\n", r,
-                   all[r].local_rank, all[r].pid, all[r].host);
-        printf("#\n");
-    }
-    free(all);
-}
 
 static const char *thread_level_name(int level)
 {
@@ -914,24 +713,14 @@ static void print_workloads(const bench_t *b)
     }
 }
 
-static void print_mpi_version(void)
-{
-    char version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-
-    MPI_CHECK(MPI_Get_library_version(version, &len));
-    version[strcspn(version, "\r\n")] = '\0'; /* first line only */
-    printf("# MPI library: %s\n", version);
-}
-
 static void print_header(const bench_t *b)
 {
     const opts_t *o = &b->opts;
 
     if (b->rank == 0) {
         printf("# fusion_perf: nranks %d warmup iters: %d iters: %d rounds: "
-               "%d validation: %d\n", b->nranks, o->warmup_iters, o->iters,
-               o->rounds, o->check);
+               "%d validation: %d\n", b->nranks, o->loop.warmup_iters,
+               o->loop.iters, o->loop.rounds, o->loop.check);
         printf("# Datatype: float  Op: %s  Fusion: %s\n",
                o->op == HVD_AVERAGE ? "avg" : "sum", o->fusion ? "on" : "off");
         print_env("HVD_FUSION_THRESHOLD", o->fusion ? "unset (engine default)"
@@ -951,18 +740,13 @@ static void print_header(const bench_t *b)
         printf("# algbw = workload bytes / time (1 GB = 1e9 B); busbw = "
                "algbw * 2(n-1)/n; time/mpi, time/ring: this time over theirs "
                "(below 1: faster)\n");
-        print_mpi_version();
+        bench_print_mpi_version();
         printf("#\n");
     }
-    print_rank_map(b);
+    bench_print_rank_map(b->comm);
 }
 
 /* ---- the table and the footer ---- */
-
-static double algbw_gbs(size_t nbytes, double seconds)
-{
-    return seconds > 0 ? (double)nbytes / 1.0e9 / seconds : 0.0;
-}
 
 static void print_table_header(void)
 {
@@ -979,7 +763,6 @@ static void print_row(const bench_t *b, int w, int m)
     size_t nbytes = workload_nbytes(wl);
     double t = b->seconds[w][m], t_mpi = b->seconds[w][M_MPI];
     double t_ring = b->seconds[w][M_RING];
-    double algbw = algbw_gbs(nbytes, t);
     char wrong[32];
 
     if (b->nwrong[w][m] < 0)
@@ -988,7 +771,8 @@ static void print_row(const bench_t *b, int w, int m)
         snprintf(wrong, sizeof wrong, "%lld", (long long)b->nwrong[w][m]);
     printf("%11s  %7d  %12zu  %-11s  %9.3f  %6.2f  %6.2f  %8.3f  %9.3f  "
            "%6s\n", wl->name, wl->ntensors, nbytes, method_label(b, m),
-           t * 1.0e3, algbw, algbw * 2.0 * (b->nranks - 1) / b->nranks,
+           t * 1.0e3, bench_algbw_gbs(nbytes, t),
+           bench_busbw_gbs(nbytes, t, b->nranks),
            t_mpi > 0 ? t / t_mpi : 0.0, t_ring > 0 ? t / t_ring : 0.0, wrong);
 }
 
@@ -1068,9 +852,7 @@ static void start_mpi(bench_t *b, int *argc, char ***argv)
     MPI_CHECK(MPI_Query_thread(&b->thread_level));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &b->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &b->nranks));
-    g_rank = b->rank;
-    if (gethostname(g_host, sizeof g_host - 1) != 0)
-        snprintf(g_host, sizeof g_host, "?");
+    bench_identify("fusion_perf", b->rank);
     /* Ours alone: the engine's thread never sees it (see the top). */
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &b->comm));
     /* Errors come back to MPI_CHECK, which says where before aborting. */
@@ -1099,7 +881,7 @@ int main(int argc, char **argv)
     int64_t nwrong = 0;
 
     start_mpi(&b, &argc, &argv);
-    int rc = parse_options(b.rank, argc, argv, &b.opts);
+    int rc = parse_options(argc, argv, &b.opts);
     if (rc != 0) {
         MPI_CHECK(MPI_Comm_free(&b.comm));
         MPI_CHECK(MPI_Finalize());

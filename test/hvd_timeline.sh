@@ -4,21 +4,14 @@
 # shape; here python3 (when installed) parses the file as JSON and looks
 # for an event naming each request, in "name" or anywhere in "args".
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
-dir=$(mktemp -d "${TMPDIR:-/tmp}/hvd_timeline.XXXXXX") || exit 99
-trap 'rm -rf "$dir"' EXIT
+# shellcheck source=test/script_lib.sh
+. "${srcdir:-.}/test/script_lib.sh"
+script_setup hvd_timeline
 # Keep in step with the names in test/test_hvd_timeline.c.
 names="tl.blocking tl.async.0 tl.async.1 tl.async.2 tl.bcast tl.gather"
-rc=0
 for np in 2 3; do
     trace=$dir/timeline_np$np.json
-    echo "$np test/test_hvd_timeline $trace" > "$dir/spec"
-    sh "${srcdir:-.}/test/mpirun.sh" "$dir/spec"
-    status=$?
-    case $status in
-    0) ;;
-    77 | 99) exit $status ;;
-    *) echo "FAIL: np=$np: test_hvd_timeline exited $status" >&2; rc=1 ;;
-    esac
+    script_launch "np=$np" "$np" test/test_hvd_timeline "$trace"
     command -v python3 > /dev/null 2>&1 || {
         echo "note: no python3, the JSON is not parsed"
         continue
@@ -42,5 +35,4 @@ if missing:
 print("%s: %d events, every name found" % (path, len(events)))
 PY
 done
-test $rc -eq 0 && echo "hvd_timeline ok"
-exit $rc
+script_finish hvd_timeline

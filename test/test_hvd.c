@@ -27,6 +27,7 @@
 #include "hvd/hvd.h"
 #include "ring/ring.h" /* half conversions, dtype names */
 #include "test/test.h"
+#include "test/values.h" /* (ring_dtype_t)dtype: the same numbers */
 
 enum { ALLREDUCE, BROADCAST, ALLGATHER };
 enum { BLOCKING, ASYNC_WAIT, ASYNC_POLL };
@@ -71,38 +72,12 @@ static double input_value(int r, size_t i, hvd_dtype_t dtype, hvd_op_t op,
     return dtype == HVD_UINT8 ? v : v - 3;
 }
 
-static void store(void *buf, size_t i, hvd_dtype_t dtype, double v)
-{
-    switch (dtype) {
-    case HVD_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case HVD_FLOAT64: ((double *)buf)[i] = v; break;
-    case HVD_FLOAT16: ((uint16_t *)buf)[i] = ring_f32_to_f16((float)v); break;
-    case HVD_BFLOAT16: ((uint16_t *)buf)[i] = ring_f32_to_bf16((float)v); break;
-    case HVD_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case HVD_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case HVD_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    }
-}
-
-static double load(const void *buf, size_t i, hvd_dtype_t dtype)
-{
-    switch (dtype) {
-    case HVD_FLOAT32: return ((const float *)buf)[i];
-    case HVD_FLOAT64: return ((const double *)buf)[i];
-    case HVD_FLOAT16: return ring_f16_to_f32(((const uint16_t *)buf)[i]);
-    case HVD_BFLOAT16: return ring_bf16_to_f32(((const uint16_t *)buf)[i]);
-    case HVD_INT32: return ((const int32_t *)buf)[i];
-    case HVD_INT64: return (double)((const int64_t *)buf)[i];
-    case HVD_UINT8: return ((const uint8_t *)buf)[i];
-    }
-    return 0;
-}
-
 static void fill(void *buf, size_t count, hvd_dtype_t dtype, hvd_op_t op,
                  int r, int seed)
 {
     for (size_t i = 0; i < count; i++)
-        store(buf, i, dtype, input_value(r, i, dtype, op, seed));
+        test_value_store(buf, i, (ring_dtype_t)dtype,
+                         input_value(r, i, dtype, op, seed));
 }
 
 /* ---- the oracle: MPI's collectives, half types widened to float ---- */
@@ -135,7 +110,9 @@ static void oracle_allreduce(req_t *q)
     size_t n = q->count, wsize = is_half(q->dtype) ? 4 : esize(q->dtype);
     char *in = malloc(n * wsize + 1), *out = malloc(n * wsize + 1);
     for (size_t i = 0; i < n; i++) {
-        if (is_half(q->dtype)) ((float *)in)[i] = (float)load(q->send, i, q->dtype);
+        if (is_half(q->dtype))
+            ((float *)in)[i] = (float)test_value_load(q->send, i,
+                                                      (ring_dtype_t)q->dtype);
         else memcpy(in + i * wsize, q->send + i * wsize, wsize);
     }
     MPI_Allreduce(in, out, (int)n, mpi_type(q->dtype), mpi_op(q->op), oracle);
@@ -145,8 +122,8 @@ static void oracle_allreduce(req_t *q)
             ((double *)q->want)[i] = q->op == HVD_AVERAGE ? v / size : v;
         } else if (q->dtype == HVD_FLOAT32 || is_half(q->dtype)) {
             float v = ((float *)out)[i];
-            store(q->want, i, q->dtype,
-                  q->op == HVD_AVERAGE ? v / (float)size : v);
+            test_value_store(q->want, i, (ring_dtype_t)q->dtype,
+                             q->op == HVD_AVERAGE ? v / (float)size : v);
         } else {
             memcpy(q->want + i * wsize, out + i * wsize, wsize);
         }
@@ -236,17 +213,6 @@ static int req_finish(req_t *q, int mode)
     return hvd_wait(q->handle);
 }
 
-/* 1 when every rank holds the same bytes (min hash == max hash). */
-static int same_everywhere(const void *buf, size_t nbytes)
-{
-    uint64_t h = 1469598103934665603ull, lo, hi;
-    for (size_t i = 0; i < nbytes; i++)
-        h = (h ^ ((const unsigned char *)buf)[i]) * 1099511628211ull;
-    MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, oracle);
-    MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, oracle);
-    return lo == hi;
-}
-
 /* Checks the status and result of q (collective), folds the result into
  * the checksum and frees q's buffers. */
 static void req_check(req_t *q, int status, const char *how)
@@ -259,11 +225,12 @@ static void req_check(req_t *q, int status, const char *how)
     for (size_t i = 0; i < n && status == HVD_OK; i++) {
         if (memcmp(q->recv + i * es, q->want + i * es, es) != 0) {
             TEST_FAIL("%s %s: element %zu is %g, MPI says %g", q->desc, how, i,
-                      load(q->recv, i, q->dtype), load(q->want, i, q->dtype));
+                      test_value_load(q->recv, i, (ring_dtype_t)q->dtype),
+                      test_value_load(q->want, i, (ring_dtype_t)q->dtype));
             break;
         }
     }
-    if (!same_everywhere(q->recv, n * es))
+    if (!test_same_everywhere(q->recv, n * es, oracle))
         TEST_FAIL("%s %s: ranks disagree", q->desc, how);
     if (!q->inplace && q->kind == ALLREDUCE) { /* sendbuf left alone */
         char *orig = malloc(q->count * es + 1);

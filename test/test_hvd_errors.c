@@ -14,6 +14,7 @@
 #include <string.h>
 #include <mpi.h>
 #include "hvd/hvd.h"
+#include "test/hvd_harness.h"
 #include "test/test.h"
 
 enum { COUNT = 8, SENTINEL = -77 };
@@ -251,16 +252,8 @@ static void test_strerror(void)
 
 int main(int argc, char **argv)
 {
-    if (hvd_init(&argc, &argv) != HVD_OK) return TEST_HARD_ERROR;
-    int provided;
-    MPI_Query_thread(&provided);
-    if (provided != MPI_THREAD_MULTIPLE) {
-        fprintf(stderr, "need MPI_THREAD_MULTIPLE from hvd_init\n");
-        return TEST_HARD_ERROR;
-    }
-    MPI_Comm_dup(MPI_COMM_WORLD, &oracle);
-    rank = test_rank = hvd_rank();
-    size = hvd_size();
+    int rc = test_hvd_start(&argc, &argv, &oracle, &rank, &size);
+    if (rc != 0) return rc;
     odd = size - 1;
 
     test_strerror();
@@ -270,10 +263,5 @@ int main(int argc, char **argv)
     test_bad_arguments(); /* still the same answers after errors */
     TEST_EQ(hvd_barrier(), HVD_OK);
 
-    int failed = test_failures, any;
-    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, oracle);
-    if (rank == 0) printf("test_hvd_errors n=%d: %s\n", size, any ? "FAIL" : "ok");
-    MPI_Comm_free(&oracle);
-    TEST_EQ(hvd_shutdown(), HVD_OK);
-    return test_exit_code();
+    return test_hvd_finish("test_hvd_errors", &oracle, rank, size);
 }

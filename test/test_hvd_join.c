@@ -13,6 +13,7 @@
 #include <time.h>
 #include <mpi.h>
 #include "hvd/hvd.h"
+#include "test/hvd_harness.h"
 #include "test/test.h"
 
 enum { COUNT = 7 };
@@ -107,26 +108,13 @@ static void check_normal(const char *when)
 
 int main(int argc, char **argv)
 {
-    if (hvd_init(&argc, &argv) != HVD_OK) return TEST_HARD_ERROR;
-    int provided;
-    MPI_Query_thread(&provided);
-    if (provided != MPI_THREAD_MULTIPLE) {
-        fprintf(stderr, "need MPI_THREAD_MULTIPLE from hvd_init\n");
-        return TEST_HARD_ERROR;
-    }
-    MPI_Comm_dup(MPI_COMM_WORLD, &oracle);
-    rank = test_rank = hvd_rank();
-    size = hvd_size();
+    int rc = test_hvd_start(&argc, &argv, &oracle, &rank, &size);
+    if (rc != 0) return rc;
 
     run_round(1, steps_up);
     check_normal("after round 1");
     run_round(2, steps_down);
     check_normal("after round 2");
 
-    int failed = test_failures, any;
-    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, oracle);
-    if (rank == 0) printf("test_hvd_join n=%d: %s\n", size, any ? "FAIL" : "ok");
-    MPI_Comm_free(&oracle);
-    TEST_EQ(hvd_shutdown(), HVD_OK);
-    return test_exit_code();
+    return test_hvd_finish("test_hvd_join", &oracle, rank, size);
 }

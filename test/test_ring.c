@@ -15,6 +15,7 @@
 #include <string.h>
 #include "ring/ring.h"
 #include "test/test.h"
+#include "test/values.h"
 
 static int rank, size;
 
@@ -31,39 +32,11 @@ static double input_value(int r, size_t i, ring_dtype_t dtype, ring_op_t op)
     return dtype == RING_UINT8 ? v : v - 3;
 }
 
-static void store(void *buf, size_t i, ring_dtype_t dtype, double v)
-{
-    switch (dtype) {
-    case RING_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case RING_FLOAT64: ((double *)buf)[i] = v; break;
-    case RING_FLOAT16: ((uint16_t *)buf)[i] = ring_f32_to_f16((float)v); break;
-    case RING_BFLOAT16: ((uint16_t *)buf)[i] = ring_f32_to_bf16((float)v); break;
-    case RING_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case RING_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case RING_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    default: break;
-    }
-}
-
-static double load(const void *buf, size_t i, ring_dtype_t dtype)
-{
-    switch (dtype) {
-    case RING_FLOAT32: return ((const float *)buf)[i];
-    case RING_FLOAT64: return ((const double *)buf)[i];
-    case RING_FLOAT16: return ring_f16_to_f32(((const uint16_t *)buf)[i]);
-    case RING_BFLOAT16: return ring_bf16_to_f32(((const uint16_t *)buf)[i]);
-    case RING_INT32: return ((const int32_t *)buf)[i];
-    case RING_INT64: return (double)((const int64_t *)buf)[i];
-    case RING_UINT8: return ((const uint8_t *)buf)[i];
-    default: return 0;
-    }
-}
-
 static void fill(void *buf, size_t count, ring_dtype_t dtype, ring_op_t op,
                  int r)
 {
     for (size_t i = 0; i < count; i++)
-        store(buf, i, dtype, input_value(r, i, dtype, op));
+        test_value_store(buf, i, dtype, input_value(r, i, dtype, op));
 }
 
 /* ---- the oracle: MPI's collectives, half types widened to float ---- */
@@ -100,7 +73,8 @@ static void *widen(const void *in, size_t count, ring_dtype_t dtype)
     size_t esize = is_half(dtype) ? 4 : ring_dtype_size(dtype);
     char *out = malloc(count * esize + 1);
     if (!is_half(dtype)) return memcpy(out, in, count * esize);
-    for (size_t i = 0; i < count; i++) ((float *)out)[i] = (float)load(in, i, dtype);
+    for (size_t i = 0; i < count; i++)
+        ((float *)out)[i] = (float)test_value_load(in, i, dtype);
     return out;
 }
 
@@ -115,7 +89,8 @@ static void narrow(const void *in, void *out, size_t count, ring_dtype_t dtype,
             ((double *)out)[i] = op == RING_AVERAGE ? v / size : v;
         } else if (dtype == RING_FLOAT32 || is_half(dtype)) {
             float v = ((const float *)in)[i];
-            store(out, i, dtype, op == RING_AVERAGE ? v / (float)size : v);
+            test_value_store(out, i, dtype,
+                             op == RING_AVERAGE ? v / (float)size : v);
         } else {
             memcpy((char *)out + i * ring_dtype_size(dtype),
                    (const char *)in + i * ring_dtype_size(dtype),
@@ -126,17 +101,6 @@ static void narrow(const void *in, void *out, size_t count, ring_dtype_t dtype,
 
 /* ---- checks ---- */
 
-/* 1 when every rank holds the same bytes (an FNV-1a hash, min == max). */
-static int same_everywhere(const void *buf, size_t nbytes)
-{
-    uint64_t h = 1469598103934665603ull, lo, hi;
-    for (size_t i = 0; i < nbytes; i++)
-        h = (h ^ ((const unsigned char *)buf)[i]) * 1099511628211ull;
-    MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    return lo == hi;
-}
-
 static void expect_equal(const void *got, const void *want, size_t count,
                          ring_dtype_t dtype)
 {
@@ -145,11 +109,12 @@ static void expect_equal(const void *got, const void *want, size_t count,
         if (memcmp((const char *)got + i * esize, (const char *)want + i * esize,
                    esize) != 0) {
             TEST_FAIL("%s: element %zu is %g, MPI says %g", case_name, i,
-                      load(got, i, dtype), load(want, i, dtype));
+                      test_value_load(got, i, dtype),
+                      test_value_load(want, i, dtype));
             return;
         }
     }
-    if (!same_everywhere(got, count * esize))
+    if (!test_same_everywhere(got, count * esize, MPI_COMM_WORLD))
         TEST_FAIL("%s: ranks disagree", case_name);
 }
 
