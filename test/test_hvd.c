@@ -82,27 +82,6 @@ static void fill(void *buf, size_t count, hvd_dtype_t dtype, hvd_op_t op,
 
 /* ---- the oracle: MPI's collectives, half types widened to float ---- */
 
-static MPI_Datatype mpi_type(hvd_dtype_t dtype)
-{
-    switch (dtype) {
-    case HVD_FLOAT64: return MPI_DOUBLE;
-    case HVD_INT32: return MPI_INT32_T;
-    case HVD_INT64: return MPI_INT64_T;
-    case HVD_UINT8: return MPI_UINT8_T;
-    default: return MPI_FLOAT; /* f32, and the widened halves */
-    }
-}
-
-static MPI_Op mpi_op(hvd_op_t op)
-{
-    switch (op) {
-    case HVD_MIN: return MPI_MIN;
-    case HVD_MAX: return MPI_MAX;
-    case HVD_PRODUCT: return MPI_PROD;
-    default: return MPI_SUM; /* AVERAGE divides afterwards */
-    }
-}
-
 /* want = MPI_Allreduce of every rank's input; AVERAGE divides the sum once
  * in the widened type, then rounds to dtype. */
 static void oracle_allreduce(req_t *q)
@@ -115,7 +94,8 @@ static void oracle_allreduce(req_t *q)
                                                       (ring_dtype_t)q->dtype);
         else memcpy(in + i * wsize, q->send + i * wsize, wsize);
     }
-    MPI_Allreduce(in, out, (int)n, mpi_type(q->dtype), mpi_op(q->op), oracle);
+    MPI_Allreduce(in, out, (int)n, test_mpi_type((ring_dtype_t)q->dtype),
+                  test_mpi_op((ring_op_t)q->op), oracle);
     for (size_t i = 0; i < n; i++) {
         if (q->dtype == HVD_FLOAT64) {
             double v = ((double *)out)[i];

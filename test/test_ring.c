@@ -41,27 +41,6 @@ static void fill(void *buf, size_t count, ring_dtype_t dtype, ring_op_t op,
 
 /* ---- the oracle: MPI's collectives, half types widened to float ---- */
 
-static MPI_Datatype mpi_type(ring_dtype_t dtype)
-{
-    switch (dtype) {
-    case RING_FLOAT64: return MPI_DOUBLE;
-    case RING_INT32: return MPI_INT32_T;
-    case RING_INT64: return MPI_INT64_T;
-    case RING_UINT8: return MPI_UINT8_T;
-    default: return MPI_FLOAT; /* f32, and the widened halves */
-    }
-}
-
-static MPI_Op mpi_op(ring_op_t op)
-{
-    switch (op) {
-    case RING_MIN: return MPI_MIN;
-    case RING_MAX: return MPI_MAX;
-    case RING_PRODUCT: return MPI_PROD;
-    default: return MPI_SUM; /* AVERAGE divides afterwards */
-    }
-}
-
 static int is_half(ring_dtype_t dtype)
 {
     return dtype == RING_FLOAT16 || dtype == RING_BFLOAT16;
@@ -139,7 +118,8 @@ static void test_allreduce(ring_algo_t algo, size_t count, ring_dtype_t dtype,
     fill(in, count, dtype, op, rank);
 
     void *wide_in = widen(in, count, dtype), *wide_out = widen(in, count, dtype);
-    MPI_Allreduce(wide_in, wide_out, (int)count, mpi_type(dtype), mpi_op(op),
+    MPI_Allreduce(wide_in, wide_out, (int)count, test_mpi_type(dtype),
+                  test_mpi_op(op),
                   MPI_COMM_WORLD);
     narrow(wide_out, want, count, dtype, op);
 
@@ -167,8 +147,9 @@ static void test_reduce_scatter(size_t recvcount, ring_dtype_t dtype,
     fill(in, count, dtype, op, rank);
 
     void *wide_in = widen(in, count, dtype), *wide_out = widen(in, count, dtype);
-    MPI_Reduce_scatter_block(wide_in, wide_out, (int)recvcount, mpi_type(dtype),
-                             mpi_op(op), MPI_COMM_WORLD);
+    MPI_Reduce_scatter_block(wide_in, wide_out, (int)recvcount,
+                             test_mpi_type(dtype), test_mpi_op(op),
+                             MPI_COMM_WORLD);
     narrow(wide_out, want, recvcount, dtype, op);
 
     memcpy(out, in, count * esize);

@@ -4,8 +4,8 @@
  * rank holds the same bytes.
  *
  * Dtypes are ring's; hvd's number the same (ring/ring.h says so), so hvd
- * tests pass (ring_dtype_t)dtype. Left out: inputs and the MPI oracle,
- * which each test words for its own layer.
+ * tests pass (ring_dtype_t)dtype. Also the MPI types and operators of the
+ * oracle. Left out: inputs, which each test words for its own layer.
  */
 #ifndef HVD_TEST_VALUES_H
 #define HVD_TEST_VALUES_H
@@ -61,6 +61,29 @@ static inline int test_same_everywhere(const void *buf, size_t nbytes,
     MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, comm);
     MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, comm);
     return lo == hi;
+}
+
+/* ---- the oracle's MPI types: half types are widened to float ---- */
+
+static inline MPI_Datatype test_mpi_type(ring_dtype_t dtype)
+{
+    switch (dtype) {
+    case RING_FLOAT64: return MPI_DOUBLE;
+    case RING_INT32: return MPI_INT32_T;
+    case RING_INT64: return MPI_INT64_T;
+    case RING_UINT8: return MPI_UINT8_T;
+    default: return MPI_FLOAT; /* f32, and the widened halves */
+    }
+}
+
+static inline MPI_Op test_mpi_op(ring_op_t op)
+{
+    switch (op) {
+    case RING_MIN: return MPI_MIN;
+    case RING_MAX: return MPI_MAX;
+    case RING_PRODUCT: return MPI_PROD;
+    default: return MPI_SUM; /* AVERAGE divides afterwards */
+    }
 }
 
 #endif /* HVD_TEST_VALUES_H */
