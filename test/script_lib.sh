@@ -1,4 +1,4 @@
-# test/script_lib.sh: what the script tests (test/hvd_*.sh) share, sourced
+# test/script_lib.sh: what the script tests (test/*.sh) share, sourced
 # by them, not run: a scratch folder removed on exit, one launch of a test
 # program through test/mpirun.sh with its exit status sorted, and the
 # verdict at the end.

@@ -1,0 +1,32 @@
+#!/bin/sh
+# test/bench_flags.sh: the benchmarks refuse bad flags with exit status 2
+# and a message naming the flag, at 1 rank through test/mpirun.sh.
+# Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
+# shellcheck source=test/script_lib.sh
+. "${srcdir:-.}/test/script_lib.sh"
+script_setup bench_flags
+
+# expect_refused FLAG PROGRAM ARGS...: exit 2, stderr or stdout names FLAG.
+expect_refused() {
+    flag=$1
+    shift
+    echo "1 $*" > "$dir/spec"
+    sh "${srcdir:-.}/test/mpirun.sh" "$dir/spec" > "$dir/out" 2>&1
+    status=$?
+    case $status in 77 | 99) exit $status ;; esac
+    if test $status -ne 2 || ! grep -q -- "$flag" "$dir/out"; then
+        cat "$dir/out" >&2
+        echo "FAIL: '$*' exited $status, want 2 and a message naming $flag" >&2
+        rc=1
+    fi
+}
+
+expect_refused --minbytes bench/allreduce_perf -b 1.5M
+expect_refused --maxbytes bench/allreduce_perf -e 12Q
+expect_refused --stepfactor bench/allreduce_perf -f 1
+expect_refused --datatype bench/allreduce_perf -d complex
+expect_refused --op bench/allreduce_perf -o xor
+expect_refused --algo bench/allreduce_perf --algo fastest
+expect_refused --iters bench/fusion_perf -n 0
+expect_refused --fusion bench/fusion_perf --fusion maybe
+script_finish bench_flags
