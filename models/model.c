@@ -1,0 +1,414 @@
+/* models/model.c: the mlp and cnn as sequential lists of layers, their
+ * memory (one parameter slab, one gradient slab, one activation slab and
+ * its gradient twin), weight initialisation, forward, loss and a backward
+ * that reports each parameter's gradient as soon as it is final.
+ *
+ * A model is described by a short table of layer specs; a new model is a
+ * new table. Input is always 1x28x28 (Fashion-MNIST); other shapes would
+ * need an input-shape argument, left out until a data set needs it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "models/model.h"
+#include "models/model_internal.h"
+
+const char *model_strerror(int status)
+{
+    switch (status) {
+#define MODEL_STATUS_TEXT(name, value, text)                                   \
+    case MODEL_##name:                                                         \
+        return text;
+        MODEL_STATUS_MAP(MODEL_STATUS_TEXT)
+#undef MODEL_STATUS_TEXT
+    }
+    return "unknown status";
+}
+
+/* ---- model tables ---- */
+
+typedef struct {
+    model__layer_kind_t kind;
+    const char *name; /* parameter prefix ("fc1"), NULL without parameters */
+    int out;          /* linear: out features; conv: out channels */
+    int k, stride, pad;
+    float dropout_p;
+} layer_spec_t;
+
+static const layer_spec_t mlp_spec[] = {
+    {MODEL__LINEAR, "fc1", 256, 0, 0, 0, 0}, {MODEL__RELU, NULL, 0, 0, 0, 0, 0},
+    {MODEL__LINEAR, "fc2", 128, 0, 0, 0, 0}, {MODEL__RELU, NULL, 0, 0, 0, 0, 0},
+    {MODEL__LINEAR, "fc3", 10, 0, 0, 0, 0},
+};
+
+/* 1x28x28 -> 32x28x28 -> 32x14x14 -> 64x14x14 -> 64x7x7 -> 3136 -> 128 -> 10 */
+static const layer_spec_t cnn_spec[] = {
+    {MODEL__CONV2D, "conv1", 32, 5, 1, 2, 0},
+    {MODEL__RELU, NULL, 0, 0, 0, 0, 0},
+    {MODEL__MAXPOOL, NULL, 0, 2, 2, 0, 0},
+    {MODEL__CONV2D, "conv2", 64, 5, 1, 2, 0},
+    {MODEL__RELU, NULL, 0, 0, 0, 0, 0},
+    {MODEL__MAXPOOL, NULL, 0, 2, 2, 0, 0},
+    {MODEL__FLATTEN, NULL, 0, 0, 0, 0, 0},
+    {MODEL__LINEAR, "fc1", 128, 0, 0, 0, 0},
+    {MODEL__RELU, NULL, 0, 0, 0, 0, 0},
+    {MODEL__LINEAR, "fc2", 10, 0, 0, 0, 0},
+};
+
+enum { IN_C = 1, IN_H = 28, IN_W = 28, MAX_LAYERS = 16 };
+
+/* Registers parameter tensor `suffix` of layer `prefix`; returns its index. */
+static long add_param(model_t *m, const char *prefix, const char *suffix,
+                      int ndim, const int *shape)
+{
+    model_param_t *p = &m->params[m->num_params];
+    snprintf(p->name, sizeof(p->name), "%s.%s", prefix, suffix);
+    p->offset = m->param_count;
+    p->ndim = ndim;
+    p->count = 1;
+    for (int d = 0; d < ndim; d++) {
+        p->shape[d] = shape[d];
+        p->count *= (size_t)shape[d];
+    }
+    m->param_count += p->count;
+    return (long)m->num_params++;
+}
+
+/* Fills in the layers' shapes and parameter records from the spec (no
+ * buffers yet); returns the activation floats per sample (flatten shares
+ * its input's), and the int32 argmax and scratch counts. */
+static size_t plan_layers(model_t *m, const layer_spec_t *spec, int n,
+                          size_t *argmax_count, size_t *scratch_count)
+{
+    int c = IN_C, h = IN_H, w = IN_W;
+    size_t act_count = 0;
+    *argmax_count = *scratch_count = 0;
+    for (int i = 0; i < n; i++) {
+        struct model__layer *l = &m->layers[i];
+        model__conv_shape_t *s = &l->s;
+        memset(l, 0, sizeof(*l));
+        l->kind = spec[i].kind;
+        l->w_idx = l->b_idx = -1;
+        l->in_count = (size_t)c * h * w;
+        *s = (model__conv_shape_t){.in_c = c,
+                                   .in_h = h,
+                                   .in_w = w,
+                                   .out_c = c,
+                                   .k = spec[i].k,
+                                   .stride = spec[i].stride,
+                                   .pad = spec[i].pad,
+                                   .out_h = h,
+                                   .out_w = w};
+        if (l->kind == MODEL__LINEAR) {
+            int shape[2] = {spec[i].out, (int)l->in_count};
+            s->in_c = (int)l->in_count;
+            s->out_c = spec[i].out;
+            s->in_h = s->in_w = s->out_h = s->out_w = 1;
+            l->w_idx = add_param(m, spec[i].name, "weight", 2, shape);
+            l->b_idx = add_param(m, spec[i].name, "bias", 1, shape);
+        } else if (l->kind == MODEL__CONV2D || l->kind == MODEL__MAXPOOL) {
+            s->out_h = (h + 2 * s->pad - s->k) / s->stride + 1;
+            s->out_w = (w + 2 * s->pad - s->k) / s->stride + 1;
+            if (l->kind == MODEL__CONV2D) {
+                int shape[4] = {spec[i].out, c, s->k, s->k};
+                s->out_c = spec[i].out;
+                l->w_idx = add_param(m, spec[i].name, "weight", 4, shape);
+                l->b_idx = add_param(m, spec[i].name, "bias", 1, shape);
+                size_t sc = model__conv2d_scratch_count(s);
+                if (sc > *scratch_count) *scratch_count = sc;
+            }
+        } else if (l->kind == MODEL__DROPOUT) {
+            l->dropout_p = spec[i].dropout_p;
+        }
+        c = s->out_c;
+        h = s->out_h;
+        w = s->out_w;
+        l->out_count = (size_t)c * h * w;
+        if (l->kind == MODEL__MAXPOOL) *argmax_count += l->out_count;
+        if (l->kind == MODEL__DROPOUT) act_count += l->out_count; /* mask */
+        if (l->kind != MODEL__FLATTEN) act_count += l->out_count;
+    }
+    return act_count;
+}
+
+/* Points each layer's buffers into the slabs, batch_max samples each. */
+static void carve_layers(model_t *m, int32_t *argmax)
+{
+    size_t bm = (size_t)m->batch_max, off = 0;
+    for (int i = 0; i < m->num_layers; i++) {
+        struct model__layer *l = &m->layers[i];
+        if (l->kind == MODEL__FLATTEN) { /* a view of its input */
+            l->out = m->layers[i - 1].out;
+            l->dout = m->layers[i - 1].dout;
+            continue;
+        }
+        l->out = m->act_slab + off;
+        l->dout = m->dact_slab + off;
+        off += bm * l->out_count;
+        if (l->kind == MODEL__DROPOUT) {
+            l->mask = m->act_slab + off;
+            off += bm * l->out_count;
+        }
+        if (l->kind == MODEL__MAXPOOL) {
+            l->argmax = argmax;
+            argmax += bm * l->out_count;
+        }
+    }
+}
+
+/* He uniform weights, zero biases, in slab order from one generator. */
+static void init_weights(model_t *m, uint64_t seed)
+{
+    uint64_t rng = seed;
+    memset(m->param_slab, 0, m->param_count * sizeof(float));
+    for (int i = 0; i < m->num_layers; i++) {
+        struct model__layer *l = &m->layers[i];
+        if (l->w_idx < 0) continue;
+        const model_param_t *p = &m->params[l->w_idx];
+        size_t fan_in = p->count / (size_t)p->shape[0];
+        float bound = sqrtf(6.0f / (float)fan_in);
+        float *w = m->param_slab + p->offset;
+        for (size_t j = 0; j < p->count; j++)
+            w[j] = (2.0f * model__rng_uniform(&rng) - 1.0f) * bound;
+    }
+}
+
+int model_init(model_t *m, const char *kind, int batch_max, uint64_t seed)
+{
+    const layer_spec_t *spec;
+    int n;
+    if (!m) return MODEL_ERR_ARG;
+    memset(m, 0, sizeof(*m));
+    if (!kind || batch_max < 1) return MODEL_ERR_ARG;
+    if (!strcmp(kind, "mlp")) {
+        spec = mlp_spec;
+        n = (int)(sizeof(mlp_spec) / sizeof(mlp_spec[0]));
+    } else if (!strcmp(kind, "cnn")) {
+        spec = cnn_spec;
+        n = (int)(sizeof(cnn_spec) / sizeof(cnn_spec[0]));
+    } else {
+        return MODEL_ERR_ARG;
+    }
+    snprintf(m->kind, sizeof(m->kind), "%s", kind);
+    m->batch_max = batch_max;
+    m->num_layers = n;
+    m->in_count = IN_C * IN_H * IN_W;
+    m->layers = calloc((size_t)n, sizeof(*m->layers));
+    if (!m->layers) goto err_nomem;
+    m->params = calloc(2 * (size_t)n, sizeof(*m->params));
+    if (!m->params) goto err_nomem;
+    size_t argmax_count, scratch_count;
+    size_t act_count = plan_layers(m, spec, n, &argmax_count, &scratch_count);
+    m->num_classes = (int)m->layers[n - 1].out_count;
+
+    m->param_slab = malloc(m->param_count * sizeof(float));
+    m->grad_slab = calloc(m->param_count, sizeof(float));
+    m->act_slab = malloc(act_count * batch_max * sizeof(float));
+    m->dact_slab = malloc(act_count * batch_max * sizeof(float));
+    m->scratch = malloc((scratch_count ? scratch_count : 1) * sizeof(float));
+    int32_t *argmax = malloc((argmax_count * batch_max + 1) * sizeof(int32_t));
+    if (!m->param_slab || !m->grad_slab || !m->act_slab || !m->dact_slab ||
+        !m->scratch || !argmax) {
+        free(argmax);
+        goto err_nomem;
+    }
+    carve_layers(m, argmax);
+    init_weights(m, seed);
+    m->rng_state = model__rng_next(&seed); /* dropout's own stream */
+    return MODEL_OK;
+
+err_nomem:
+    model_free(m); /* frees whatever was allocated, zeroes *m */
+    return MODEL_ERR_NOMEM;
+}
+
+void model_free(model_t *m)
+{
+    if (!m) return;
+    /* argmax is one allocation; the first max-pool points at its start */
+    for (int i = 0; m->layers && i < m->num_layers; i++)
+        if (m->layers[i].kind == MODEL__MAXPOOL) {
+            free(m->layers[i].argmax);
+            break;
+        }
+    free(m->layers);
+    free(m->params);
+    free(m->param_slab);
+    free(m->grad_slab);
+    free(m->act_slab);
+    free(m->dact_slab);
+    free(m->scratch);
+    memset(m, 0, sizeof(*m));
+}
+
+/* ---- forward, loss, backward ---- */
+
+static const float *W(const model_t *m, long idx)
+{
+    return m->param_slab + m->params[idx].offset;
+}
+
+int model_forward(model_t *m, const float *x, int batch, int train)
+{
+    if (!m || !m->layers || !x || batch < 1 || batch > m->batch_max)
+        return MODEL_ERR_ARG;
+    m->input = x;
+    m->batch = batch;
+    m->train = train;
+    m->have_loss = 0;
+    for (int i = 0; i < m->num_layers; i++) {
+        struct model__layer *l = &m->layers[i];
+        const float *in = i ? m->layers[i - 1].out : x;
+        size_t count = (size_t)batch * l->out_count;
+        switch (l->kind) {
+        case MODEL__LINEAR:
+            model__linear_forward(in, W(m, l->w_idx), W(m, l->b_idx), l->out,
+                                  batch, l->s.in_c, l->s.out_c);
+            break;
+        case MODEL__CONV2D:
+            model__conv2d_forward(&l->s, in, W(m, l->w_idx), W(m, l->b_idx),
+                                  l->out, batch, m->scratch);
+            break;
+        case MODEL__RELU:
+            model__relu_forward(in, l->out, count);
+            break;
+        case MODEL__MAXPOOL:
+            model__maxpool_forward(&l->s, in, l->out, l->argmax, batch);
+            break;
+        case MODEL__FLATTEN:
+            break;
+        case MODEL__DROPOUT:
+            model__dropout_forward(in, l->out, l->mask, count, l->dropout_p,
+                                   train, &m->rng_state);
+            break;
+        }
+    }
+    return MODEL_OK;
+}
+
+const float *model_logits(const model_t *m)
+{
+    return m && m->layers ? m->layers[m->num_layers - 1].out : NULL;
+}
+
+int model_loss(model_t *m, const int *labels, int batch, float *loss)
+{
+    if (!m || !m->layers || !labels || !loss) return MODEL_ERR_ARG;
+    if (!m->batch) return MODEL_ERR_STATE;
+    if (batch != m->batch) return MODEL_ERR_ARG;
+    struct model__layer *last = &m->layers[m->num_layers - 1];
+    int rc = model__softmax_xent(last->out, labels, last->dout, batch,
+                                 m->num_classes, loss);
+    m->have_loss = rc == MODEL_OK;
+    return rc;
+}
+
+/* Gradients of layer l's parameters (dw, db non-NULL) or of its input
+ * (din non-NULL) from l->dout. */
+static void layer_backward(model_t *m, struct model__layer *l, const float *in,
+                           float *din, float *dw, float *db)
+{
+    int batch = m->batch, acc = m->grad_accumulate;
+    size_t count = (size_t)batch * l->out_count;
+    switch (l->kind) {
+    case MODEL__LINEAR:
+        model__linear_backward(in, W(m, l->w_idx), l->dout, din, dw, db, batch,
+                               l->s.in_c, l->s.out_c, acc);
+        break;
+    case MODEL__CONV2D:
+        model__conv2d_backward(&l->s, in, W(m, l->w_idx), l->dout, din, dw, db,
+                               batch, m->scratch, acc);
+        break;
+    case MODEL__RELU:
+        if (din) model__relu_backward(l->out, l->dout, din, count);
+        break;
+    case MODEL__MAXPOOL:
+        if (din) model__maxpool_backward(&l->s, l->dout, l->argmax, din, batch);
+        break;
+    case MODEL__FLATTEN:
+        break; /* din is dout */
+    case MODEL__DROPOUT:
+        if (din) model__dropout_backward(l->dout, l->mask, din, count);
+        break;
+    }
+}
+
+int model_backward(model_t *m, model_grad_hook_t hook, void *hook_ctx)
+{
+    if (!m || !m->layers) return MODEL_ERR_ARG;
+    if (!m->have_loss) return MODEL_ERR_STATE;
+    for (int i = m->num_layers - 1; i >= 0; i--) {
+        struct model__layer *l = &m->layers[i];
+        const float *in = i ? m->layers[i - 1].out : m->input;
+        if (l->w_idx >= 0) {
+            layer_backward(m, l, in, NULL,
+                           m->grad_slab + m->params[l->w_idx].offset,
+                           m->grad_slab + m->params[l->b_idx].offset);
+            /* Final now: communication may start while backward goes on. */
+            if (hook) {
+                int rc = hook(hook_ctx, (size_t)l->b_idx);
+                if (!rc) rc = hook(hook_ctx, (size_t)l->w_idx);
+                if (rc) return rc;
+            }
+        }
+        if (i > 0) /* the model's input needs no gradient */
+            layer_backward(m, l, in, m->layers[i - 1].dout, NULL, NULL);
+    }
+    return MODEL_OK;
+}
+
+void model_zero_grad(model_t *m)
+{
+    if (m && m->grad_slab)
+        memset(m->grad_slab, 0, m->param_count * sizeof(float));
+}
+
+/* ---- accessors ---- */
+
+size_t model_num_params(const model_t *m)
+{
+    return m ? m->num_params : 0;
+}
+
+const char *model_param_name(const model_t *m, size_t param_idx)
+{
+    return m && param_idx < m->num_params ? m->params[param_idx].name : NULL;
+}
+
+float *model_param_data(const model_t *m, size_t param_idx)
+{
+    return m && param_idx < m->num_params
+               ? m->param_slab + m->params[param_idx].offset
+               : NULL;
+}
+
+float *model_grad_data(const model_t *m, size_t param_idx)
+{
+    return m && param_idx < m->num_params
+               ? m->grad_slab + m->params[param_idx].offset
+               : NULL;
+}
+
+size_t model_param_count(const model_t *m, size_t param_idx)
+{
+    return m && param_idx < m->num_params ? m->params[param_idx].count : 0;
+}
+
+int model_predict(const model_t *m, int *pred, const int *labels, int *correct)
+{
+    if (!m || !m->layers || !m->batch || (!pred && !correct) ||
+        (correct && !labels))
+        return MODEL_ERR_ARG;
+    const float *z = model_logits(m);
+    int k = m->num_classes, hits = 0;
+    for (int n = 0; n < m->batch; n++) {
+        int best = 0;
+        for (int c = 1; c < k; c++)
+            if (z[(size_t)n * k + c] > z[(size_t)n * k + best]) best = c;
+        if (pred) pred[n] = best;
+        if (labels) hits += best == labels[n];
+    }
+    if (correct) *correct = hits;
+    return MODEL_OK;
+}

@@ -1,0 +1,169 @@
+/* models/model.h: the public header of models/: float32 models (mlp, cnn)
+ * with forward and backward on the host (CBLAS), SGD, and the learning-rate
+ * schedule. No MPI here: hvd/ reaches these only through the parameter and
+ * gradient slabs and the backward hook.
+ *
+ * Memory: all parameters live in one allocation (param_slab) and all
+ * gradients in another (grad_slab) with the same layout, tensor i at
+ * params[i].offset, so a range of tensors is one contiguous range of floats
+ * that can be reduced or broadcast at once. The SGD momentum buffer is one
+ * allocation of the same length.
+ *
+ * Left out here: the CUDA backend (a later issue) and data loading
+ * (examples/). Statuses use the same numbers as ring/ and hvd/.
+ */
+#ifndef HVD_MODEL_H
+#define HVD_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MODEL_STATUS_MAP(X)                                                    \
+    X(OK, 0, "success")                                                        \
+    X(ERR_ARG, -1, "invalid argument")                                         \
+    X(ERR_STATE, -3, "invalid state")                                          \
+    X(ERR_NOMEM, -6, "out of memory")
+
+typedef enum {
+#define MODEL_STATUS_ENUM(name, value, text) MODEL_##name = (value),
+    MODEL_STATUS_MAP(MODEL_STATUS_ENUM)
+#undef MODEL_STATUS_ENUM
+} model_status_t;
+
+/* Text for a status; "unknown status" for numbers outside the map. */
+const char *model_strerror(int status);
+
+/* ---- models ---- */
+
+enum { MODEL_NAME_MAX = 32, MODEL_MAX_DIMS = 4 };
+
+/* One parameter tensor, carved out of the slabs. */
+typedef struct {
+    char name[MODEL_NAME_MAX]; /* "conv1.weight", "fc2.bias", ... */
+    size_t offset;             /* elements from the slab start */
+    size_t count;              /* elements */
+    int ndim;
+    int shape[MODEL_MAX_DIMS]; /* linear: (out, in); conv: (out, in, kh, kw) */
+} model_param_t;
+
+struct model__layer; /* internal: models/model_internal.h */
+
+typedef struct {
+    char kind[8];    /* "mlp" or "cnn" */
+    int batch_max;   /* samples per forward, at most */
+    int in_count;    /* per-sample input floats: 784 (1, 28, 28) */
+    int num_classes; /* 10 */
+    int num_layers;
+    struct model__layer *layers; /* (num_layers) */
+    size_t num_params;           /* parameter tensors */
+    model_param_t *params;       /* (num_params), in forward order */
+    size_t param_count;          /* floats in each slab */
+    float *param_slab;           /* (param_count) all parameters */
+    float *grad_slab;            /* (param_count) all gradients, same layout */
+    float *act_slab;             /* layer outputs, (batch_max, ...) each */
+    float *dact_slab;            /* gradients of the layer outputs */
+    float *scratch;              /* im2col buffers of the convolutions */
+    const float *input;          /* (batch, in_count): last forward's input */
+    int batch;                   /* samples in the last forward */
+    int train;                   /* last forward was in training mode */
+    int have_loss;               /* model_loss ran since the last forward */
+    int grad_accumulate;         /* 0 (default): backward overwrites grads;
+                                    1: backward adds to them */
+    uint64_t rng_state;          /* dropout's generator; checkpoint it */
+} model_t;
+
+/* Builds a model of the given kind ("mlp": 784-256-128-10 with ReLU;
+ * "cnn": conv5x5 32 pad 2 + ReLU + maxpool2, conv5x5 64 pad 2 + ReLU +
+ * maxpool2, FC 3136->128 + ReLU, FC 128->10) on caller memory, for
+ * batches of at most batch_max samples of 1x28x28 floats.
+ *
+ * Weights: He (Kaiming) uniform, U(-b, b) with b = sqrt(6 / fan_in), drawn
+ * in slab order from a splitmix64 generator seeded with `seed`; biases 0.
+ * The same seed gives bitwise the same weights on every machine.
+ * Returns MODEL_OK, MODEL_ERR_ARG (unknown kind, batch_max < 1) or
+ * MODEL_ERR_NOMEM; on failure *m holds nothing and needs no model_free. */
+int model_init(model_t *m, const char *kind, int batch_max, uint64_t seed);
+
+/* Releases what model_init allocated; accepts NULL or a zeroed model and
+ * leaves *m zeroed. */
+void model_free(model_t *m);
+
+/* Forward pass of x, (batch, in_count) floats, which must stay valid until
+ * backward. train = 1 enables dropout (none in mlp/cnn so far). Returns
+ * MODEL_OK or MODEL_ERR_ARG (NULL, batch outside 1..batch_max). */
+int model_forward(model_t *m, const float *x, int batch, int train);
+
+/* The last forward's logits, (batch, num_classes). */
+const float *model_logits(const model_t *m);
+
+/* Softmax cross-entropy of the last forward's logits, the mean over the
+ * batch, into *loss; also prepares backward. labels: (batch) in
+ * 0..num_classes-1. Returns MODEL_OK, MODEL_ERR_ARG (batch differs from the
+ * forward's, label out of range) or MODEL_ERR_STATE (no forward yet). */
+int model_loss(model_t *m, const int *labels, int batch, float *loss);
+
+/* Called by backward with a parameter's index as soon as that parameter's
+ * gradient is final in grad_slab. A non-zero return stops backward, which
+ * returns it. */
+typedef int (*model_grad_hook_t)(void *ctx, size_t param_idx);
+
+/* Gradients of the last model_loss into grad_slab (overwritten, or added
+ * when m->grad_accumulate). hook (may be NULL) is called once per parameter
+ * tensor, in decreasing index order: last layer first, bias before weight.
+ * Returns MODEL_OK, MODEL_ERR_STATE (no model_loss since the last forward)
+ * or the hook's non-zero status. */
+int model_backward(model_t *m, model_grad_hook_t hook, void *hook_ctx);
+
+/* Sets grad_slab to zero (for accumulation). */
+void model_zero_grad(model_t *m);
+
+/* Parameter tensors: name, data in param_slab, gradient in grad_slab,
+ * element count. Index out of range gives NULL / 0. */
+size_t model_num_params(const model_t *m);
+const char *model_param_name(const model_t *m, size_t param_idx);
+float *model_param_data(const model_t *m, size_t param_idx);
+float *model_grad_data(const model_t *m, size_t param_idx);
+size_t model_param_count(const model_t *m, size_t param_idx);
+
+/* Arg-max class of each of the last forward's samples into pred (batch;
+ * may be NULL), and, when labels is not NULL, the number that match into
+ * *correct. Returns MODEL_OK or MODEL_ERR_ARG (no forward yet, pred and
+ * correct both NULL, correct without labels). */
+int model_predict(const model_t *m, int *pred, const int *labels, int *correct);
+
+/* ---- SGD ---- */
+
+/* PyTorch's SGD (dampening 0), over count floats:
+ *   g = grad + weight_decay * p
+ *   v = momentum * v + g                       (when momentum > 0)
+ *   g = nesterov ? g + momentum * v : v         (when momentum > 0)
+ *   p = p - lr * g
+ * v starts at zero, which gives v = g on the first step as PyTorch does. */
+typedef struct {
+    float lr;
+    float momentum;
+    float weight_decay;
+    int nesterov;
+    size_t count;    /* floats in params, grads and velocity */
+    float *velocity; /* (count) momentum buffer, one allocation; NULL
+                        when momentum == 0. Broadcast/checkpoint it. */
+} model_sgd_t;
+
+/* Returns MODEL_OK, MODEL_ERR_ARG (negative lr/momentum/weight_decay,
+ * nesterov without momentum) or MODEL_ERR_NOMEM. */
+int model_sgd_init(model_sgd_t *opt, size_t count, float lr, float momentum,
+                   float weight_decay, int nesterov);
+void model_sgd_free(model_sgd_t *opt);
+
+/* One step of params (count) from grads (count), with opt->lr. */
+int model_sgd_step(model_sgd_t *opt, float *params, const float *grads);
+
+/* The linear scaling rule with warm-up (Goyal et al., Horovod's
+ * LearningRateWarmupCallback): the learning rate at `epoch` (fractional:
+ * epoch + step / steps_per_epoch) rises linearly from base_lr at epoch 0 to
+ * base_lr * num_ranks at warmup_epochs, and stays there. warmup_epochs <= 0
+ * means no warm-up. A pure function. */
+float model_lr_warmup(float base_lr, int num_ranks, double warmup_epochs,
+                      double epoch);
+
+#endif /* HVD_MODEL_H */
