@@ -1,0 +1,90 @@
+/* examples/data.c: what the data readers share: statuses, error messages,
+ * allocation and release of a data set, pixel scaling, and gathering a
+ * batch's samples into contiguous buffers. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "examples/data_internal.h"
+
+const char *data_strerror(int status)
+{
+    switch (status) {
+#define DATA_STATUS_TEXT(name, value, text)                                    \
+    case DATA_##name:                                                          \
+        return text;
+        DATA_STATUS_MAP(DATA_STATUS_TEXT)
+#undef DATA_STATUS_TEXT
+    }
+    return "unknown data status";
+}
+
+int data__fail(char *err, size_t err_nbytes, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err) {
+        if (err_nbytes > 0) vsnprintf(err, err_nbytes, fmt, ap);
+    } else {
+        fputs("data: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fputc('\n', stderr);
+    }
+    va_end(ap);
+    return status;
+}
+
+size_t data_image_count(const data_set_t *ds)
+{
+    return ds->channels * ds->height * ds->width;
+}
+
+void data_free(data_set_t *ds)
+{
+    if (!ds) return;
+    free(ds->images);
+    free(ds->labels);
+    memset(ds, 0, sizeof(*ds));
+}
+
+int data__alloc(data_set_t *ds, size_t count, size_t channels, size_t height,
+                size_t width, const char *what, char *err, size_t err_nbytes)
+{
+    memset(ds, 0, sizeof(*ds));
+    size_t image_count = channels * height * width; /* each <= 4096 */
+    if (count > 0 && image_count > SIZE_MAX / sizeof(float) / count)
+        return data__fail(err, err_nbytes, DATA_ERR_NOMEM,
+                          "%s: %zu images of %zu floats do not fit in memory",
+                          what, count, image_count);
+    ds->images = malloc(count * image_count * sizeof(float) + 1);
+    ds->labels = malloc(count * sizeof(int) + 1);
+    if (!ds->images || !ds->labels) {
+        data_free(ds);
+        return data__fail(err, err_nbytes, DATA_ERR_NOMEM,
+                          "%s: out of memory for %zu images of %zu floats",
+                          what, count, image_count);
+    }
+    ds->count = count;
+    ds->channels = channels;
+    ds->height = height;
+    ds->width = width;
+    return DATA_OK;
+}
+
+void data__scale_pixels(float *dst, const uint8_t *src, size_t count)
+{
+    for (size_t k = 0; k < count; k++)
+        dst[k] = (float)src[k] / 255.0f;
+}
+
+void data_gather(const data_set_t *ds, const size_t *sample_idx,
+                 size_t sample_count, float *images, int *labels)
+{
+    size_t image_count = data_image_count(ds);
+    for (size_t k = 0; k < sample_count; k++) {
+        size_t i = sample_idx[k];
+        memcpy(images + k * image_count, ds->images + i * image_count,
+               image_count * sizeof(float));
+        labels[k] = ds->labels[i];
+    }
+}
