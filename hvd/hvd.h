@@ -93,6 +93,47 @@ int hvd_barrier(void);
 int hvd_join(void);
 const char *hvd_strerror(int status);
 
+/* ---- the DistributedOptimizer ---- */
+/* Wraps an optimizer it knows only through this interface (hvd does not
+ * depend on models/): step applies the update to the parameters from the
+ * gradients, which hvd has averaged across ranks by then. */
+typedef struct {
+    int (*step)(void *ctx); /* 0 on success */
+    void *ctx;
+} hvd_optimizer_t;
+
+typedef struct {
+    int backward_passes_per_step; /* local accumulation before reducing: 1 */
+    int fp16_compression;         /* gradients travel as float16: 0 */
+    hvd_op_t op;                  /* HVD_AVERAGE (default) or HVD_SUM */
+} hvd_dist_opt_options_t;
+
+typedef struct hvd_dist_opt hvd_dist_opt_t;
+
+/* ntensors float32 gradient tensors, grads[i] of counts[i] elements, named
+ * names[i] (the allreduce names: the same on every rank). options may be
+ * NULL for the defaults. The arrays are copied; the gradient memory must
+ * outlive the optimizer. */
+int hvd_dist_opt_create(hvd_dist_opt_t **opt, hvd_optimizer_t inner,
+                        size_t ntensors, const char *const *names,
+                        float *const *grads, const size_t *counts,
+                        const hvd_dist_opt_options_t *options);
+/* From the backward hook: tensor i's gradient is final for this pass; on
+ * the last of backward_passes_per_step passes its allreduce starts. */
+int hvd_dist_opt_grad_ready(hvd_dist_opt_t *opt, size_t tensor_idx);
+/* Waits for every outstanding allreduce, then calls inner.step; before the
+ * last pass of a step it only returns (the gradients keep accumulating,
+ * and the caller must not zero them). With backward_passes_per_step k, the
+ * reduced gradient is divided by k as well, so it is the mean over all
+ * k x size micro-batches. */
+int hvd_dist_opt_step(hvd_dist_opt_t *opt);
+void hvd_dist_opt_free(hvd_dist_opt_t **opt);
+
+/* Root's count floats to every rank (parameters before the first step;
+ * optimizer state, e.g. the momentum buffer, on resume). */
+int hvd_broadcast_parameters(float *params, size_t count, int root);
+int hvd_broadcast_optimizer_state(float *state, size_t count, int root);
+
 #ifdef __cplusplus
 }
 #endif

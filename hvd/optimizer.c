@@ -1,0 +1,156 @@
+/* hvd/optimizer.c: the DistributedOptimizer. Backward hands it each
+ * gradient as soon as it is final (hvd_dist_opt_grad_ready), which starts
+ * that tensor's named allreduce at once, so the engine fuses and reduces
+ * while backward goes on; step waits for them all and applies the wrapped
+ * optimizer. Also the broadcasts of parameters and optimizer state.
+ *
+ * Left out: anything about the model itself; hvd sees only named float
+ * arrays and a step callback. */
+#include <stdlib.h>
+#include <string.h>
+#include "hvd/hvd_internal.h"
+
+struct hvd_dist_opt {
+    hvd_optimizer_t inner;
+    hvd_dist_opt_options_t options;
+    size_t ntensors;
+    char **names;            /* (ntensors) */
+    float **grads;           /* (ntensors) the caller's gradient memory */
+    size_t *counts;          /* (ntensors) */
+    uint16_t **halves;       /* (ntensors) fp16 copies, when compressing */
+    hvd_handle_t *handles;   /* (ntensors) NULL when not in flight */
+    int pass;                /* backward passes done in this step */
+};
+
+void hvd_dist_opt_free(hvd_dist_opt_t **optp)
+{
+    hvd_dist_opt_t *opt = optp ? *optp : NULL;
+    if (!opt) return;
+    for (size_t i = 0; i < opt->ntensors; i++) {
+        if (opt->handles && opt->handles[i]) hvd_wait(opt->handles[i]);
+        if (opt->names) free(opt->names[i]);
+        if (opt->halves) free(opt->halves[i]);
+    }
+    free(opt->names);
+    free(opt->grads);
+    free(opt->counts);
+    free(opt->halves);
+    free(opt->handles);
+    free(opt);
+    *optp = NULL;
+}
+
+int hvd_dist_opt_create(hvd_dist_opt_t **optp, hvd_optimizer_t inner,
+                        size_t ntensors, const char *const *names,
+                        float *const *grads, const size_t *counts,
+                        const hvd_dist_opt_options_t *options)
+{
+    hvd_dist_opt_options_t defaults = {1, 0, HVD_AVERAGE};
+    const hvd_dist_opt_options_t *o = options ? options : &defaults;
+    if (!optp || !inner.step || (ntensors && (!names || !grads || !counts)) ||
+        o->backward_passes_per_step < 1 ||
+        (o->op != HVD_AVERAGE && o->op != HVD_SUM)) {
+        fprintf(stderr, "hvd: hvd_dist_opt_create: invalid argument (NULL "
+                        "array or step, backward_passes_per_step < 1, or an "
+                        "op other than average or sum)\n");
+        return HVD_ERR_ARG;
+    }
+    hvd_dist_opt_t *opt = calloc(1, sizeof *opt);
+    *optp = opt;
+    if (!opt) return HVD_ERR_NOMEM;
+    opt->inner = inner;
+    opt->options = *o;
+    opt->ntensors = ntensors;
+    opt->names = calloc(ntensors + 1, sizeof *opt->names);
+    opt->grads = calloc(ntensors + 1, sizeof *opt->grads);
+    opt->counts = calloc(ntensors + 1, sizeof *opt->counts);
+    opt->halves = calloc(ntensors + 1, sizeof *opt->halves);
+    opt->handles = calloc(ntensors + 1, sizeof *opt->handles);
+    if (!opt->names || !opt->grads || !opt->counts || !opt->halves ||
+        !opt->handles)
+        goto nomem;
+    for (size_t i = 0; i < ntensors; i++) {
+        if (!names[i] || (counts[i] && !grads[i])) {
+            hvd_dist_opt_free(optp);
+            return HVD_ERR_ARG;
+        }
+        opt->names[i] = malloc(strlen(names[i]) + 1);
+        if (!opt->names[i]) goto nomem;
+        strcpy(opt->names[i], names[i]);
+        opt->grads[i] = grads[i];
+        opt->counts[i] = counts[i];
+        if (o->fp16_compression) {
+            opt->halves[i] = malloc(counts[i] * sizeof(uint16_t) + 1);
+            if (!opt->halves[i]) goto nomem;
+        }
+    }
+    return HVD_OK;
+nomem:
+    hvd_dist_opt_free(optp);
+    return HVD_ERR_NOMEM;
+}
+
+/* Starts tensor i's allreduce: the last pass of a step only. */
+static int hvd__dist_opt_start(hvd_dist_opt_t *opt, size_t i)
+{
+    float *g = opt->grads[i];
+    size_t n = opt->counts[i];
+    int k = opt->options.backward_passes_per_step;
+    if (k > 1)
+        for (size_t j = 0; j < n; j++) g[j] /= (float)k;
+    if (!opt->options.fp16_compression)
+        return hvd_allreduce_async(g, g, n, HVD_FLOAT32, opt->options.op,
+                                   opt->names[i], &opt->handles[i]);
+    for (size_t j = 0; j < n; j++) opt->halves[i][j] = ring_f32_to_f16(g[j]);
+    return hvd_allreduce_async(opt->halves[i], opt->halves[i], n, HVD_FLOAT16,
+                               opt->options.op, opt->names[i],
+                               &opt->handles[i]);
+}
+
+int hvd_dist_opt_grad_ready(hvd_dist_opt_t *opt, size_t i)
+{
+    if (!opt || i >= opt->ntensors) return HVD_ERR_ARG;
+    if (opt->pass + 1 < opt->options.backward_passes_per_step) return HVD_OK;
+    if (opt->handles[i]) {
+        fprintf(stderr, "hvd: gradient '%s' was made ready twice in one "
+                        "step\n", opt->names[i]);
+        return HVD_ERR_STATE;
+    }
+    return hvd__dist_opt_start(opt, i);
+}
+
+int hvd_dist_opt_step(hvd_dist_opt_t *opt)
+{
+    int status = HVD_OK;
+    if (!opt) return HVD_ERR_ARG;
+    if (++opt->pass < opt->options.backward_passes_per_step) return HVD_OK;
+    opt->pass = 0;
+    /* A gradient backward never reported still has to be reduced, or the
+     * ranks would disagree on what the step made. */
+    for (size_t i = 0; i < opt->ntensors; i++)
+        if (!opt->handles[i] && status == HVD_OK)
+            status = hvd__dist_opt_start(opt, i);
+    for (size_t i = 0; i < opt->ntensors; i++) {
+        if (!opt->handles[i]) continue;
+        int s = hvd_wait(opt->handles[i]);
+        opt->handles[i] = NULL;
+        if (status == HVD_OK) status = s;
+        if (s == HVD_OK && opt->options.fp16_compression)
+            for (size_t j = 0; j < opt->counts[i]; j++)
+                opt->grads[i][j] = ring_f16_to_f32(opt->halves[i][j]);
+    }
+    if (status != HVD_OK) return status;
+    return opt->inner.step(opt->inner.ctx); /* its statuses are ours */
+}
+
+int hvd_broadcast_parameters(float *params, size_t count, int root)
+{
+    return hvd_broadcast(params, count, HVD_FLOAT32, root,
+                         "hvd.broadcast_parameters");
+}
+
+int hvd_broadcast_optimizer_state(float *state, size_t count, int root)
+{
+    return hvd_broadcast(state, count, HVD_FLOAT32, root,
+                         "hvd.broadcast_optimizer_state");
+}

@@ -1,0 +1,165 @@
+/* test/test_dist_opt.c: the DistributedOptimizer's defining property. N
+ * ranks, each training on its B/N samples of every batch, must end with the
+ * parameters one process gets from the whole batch B, from the same initial
+ * weights and data order (to float tolerance, as the sums are grouped
+ * differently). Rank 0 computes that single-process reference itself.
+ *
+ *   test_dist_opt [fp16] [passes=K]
+ *     fp16: gradients travel as float16 (looser tolerance);
+ *     passes=K: backward_passes_per_step K, each rank's share of a batch
+ *       split into K micro-batches.
+ * Also: parameters broadcast from rank 0 replace every rank's own.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hvd/hvd.h"
+#include "models/model.h"
+#include "test/test.h"
+
+enum { BATCH = 12, STEPS = 6, IN = 784 };
+static const float LR = 0.02f;
+
+typedef struct {
+    model_t *m;
+    model_sgd_t *sgd;
+} step_ctx_t;
+
+static int sgd_step(void *ctx)
+{
+    step_ctx_t *c = ctx;
+    return model_sgd_step(c->sgd, c->m->param_slab, c->m->grad_slab);
+}
+
+static int grad_hook(void *ctx, size_t idx)
+{
+    return hvd_dist_opt_grad_ready(ctx, idx);
+}
+
+/* Inputs and labels of global batch `step`, the same on every rank. */
+static void make_batch(int step, float *x, int *labels)
+{
+    uint64_t s = 0x9e3779b97f4a7c15ull * (uint64_t)(step + 1);
+    for (int i = 0; i < BATCH * IN; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((s >> 40) & 0xff) / 255.0f;
+    }
+    for (int i = 0; i < BATCH; i++) labels[i] = (i * 7 + step) % 10;
+}
+
+/* One process, whole batches: the reference. */
+static void train_reference(float *params_out)
+{
+    model_t m;
+    model_sgd_t sgd;
+    float x[BATCH * IN], loss;
+    int labels[BATCH];
+    TEST_EQ(model_init(&m, "mlp", BATCH, 42), MODEL_OK);
+    TEST_EQ(model_sgd_init(&sgd, m.param_count, LR, 0.9f, 1e-4f, 1),
+            MODEL_OK);
+    for (int step = 0; step < STEPS; step++) {
+        make_batch(step, x, labels);
+        model_forward(&m, x, BATCH, 1);
+        model_loss(&m, labels, BATCH, &loss);
+        model_backward(&m, NULL, NULL);
+        model_sgd_step(&sgd, m.param_slab, m.grad_slab);
+    }
+    memcpy(params_out, m.param_slab, m.param_count * sizeof(float));
+    model_sgd_free(&sgd);
+    model_free(&m);
+}
+
+int main(int argc, char **argv)
+{
+    hvd_dist_opt_options_t o = {1, 0, HVD_AVERAGE};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "fp16") == 0) o.fp16_compression = 1;
+        else if (strncmp(argv[i], "passes=", 7) == 0)
+            o.backward_passes_per_step = atoi(argv[i] + 7);
+    }
+    if (hvd_init(&argc, &argv) != HVD_OK) return TEST_HARD_ERROR;
+    int rank = hvd_rank(), size = hvd_size(), k = o.backward_passes_per_step;
+    test_rank = rank;
+    int micro = BATCH / size / k; /* samples per rank per pass */
+    if (micro * size * k != BATCH) TEST_SKIP("batch not divisible");
+
+    model_t m;
+    model_sgd_t sgd;
+    /* Each rank starts from its own seed: the broadcast must fix that. */
+    TEST_EQ(model_init(&m, "mlp", micro, 42 + (uint64_t)rank), MODEL_OK);
+    TEST_EQ(model_sgd_init(&sgd, m.param_count, LR, 0.9f, 1e-4f, 1),
+            MODEL_OK);
+    TEST_EQ(hvd_broadcast_parameters(m.param_slab, m.param_count, 0), HVD_OK);
+    m.grad_accumulate = k > 1;
+
+    size_t n = model_num_params(&m);
+    const char **names = malloc(n * sizeof *names);
+    float **grads = malloc(n * sizeof *grads);
+    size_t *counts = malloc(n * sizeof *counts);
+    for (size_t i = 0; i < n; i++) {
+        names[i] = model_param_name(&m, i);
+        grads[i] = model_grad_data(&m, i);
+        counts[i] = model_param_count(&m, i);
+    }
+    step_ctx_t ctx = {&m, &sgd};
+    hvd_dist_opt_t *opt;
+    TEST_EQ(hvd_dist_opt_create(&opt, (hvd_optimizer_t){sgd_step, &ctx}, n,
+                                names, grads, counts, &o),
+            HVD_OK);
+
+    float x[BATCH * IN], loss;
+    int labels[BATCH];
+    for (int step = 0; step < STEPS; step++) {
+        make_batch(step, x, labels);
+        model_zero_grad(&m);
+        for (int p = 0; p < k; p++) {
+            int first = (rank * k + p) * micro; /* this rank's micro-batch */
+            model_forward(&m, x + first * IN, micro, 1);
+            model_loss(&m, labels + first, micro, &loss);
+            TEST_EQ(model_backward(&m, grad_hook, opt), HVD_OK);
+            TEST_EQ(hvd_dist_opt_step(opt), HVD_OK);
+        }
+    }
+
+    if (rank == 0) {
+        float *want = malloc(m.param_count * sizeof(float));
+        train_reference(want);
+        /* Float: |difference| <= 1e-5 + 1e-4 |w|; fp16 gradients: within
+         * 1% of the largest weight. Summing instead of averaging, a missed
+         * tensor or a wrong micro-batch is off by far more. */
+        double wmax = 0, worst = 0;
+        size_t worst_idx = 0;
+        for (size_t i = 0; i < m.param_count; i++)
+            wmax = fmax(wmax, fabs((double)want[i]));
+        for (size_t i = 0; i < m.param_count; i++) {
+            double d = fabs((double)m.param_slab[i] - want[i]);
+            double allowed = o.fp16_compression ? 1e-2 * wmax
+                                                : 1e-5 + 1e-4 * fabs(want[i]);
+            if (d / allowed > worst) worst = d / allowed, worst_idx = i;
+        }
+        if (worst > 1)
+            TEST_FAIL("n=%d passes=%d fp16=%d: param %zu is %g, one process "
+                      "with the whole batch says %g (%.2g x the tolerance)",
+                      size, k, o.fp16_compression, worst_idx,
+                      m.param_slab[worst_idx], want[worst_idx], worst);
+        printf("test_dist_opt n=%d passes=%d fp16=%d: worst difference "
+               "%.2g x the tolerance\n", size, k, o.fp16_compression, worst);
+        free(want);
+    }
+    /* Every rank holds rank 0's parameters, bitwise: the same averaged
+     * gradients went into the same optimizer. */
+    float *rank0 = malloc(m.param_count * sizeof(float));
+    memcpy(rank0, m.param_slab, m.param_count * sizeof(float));
+    TEST_EQ(hvd_broadcast_parameters(rank0, m.param_count, 0), HVD_OK);
+    TEST_TRUE(memcmp(rank0, m.param_slab, m.param_count * sizeof(float)) == 0);
+    free(rank0);
+    hvd_dist_opt_free(&opt);
+    TEST_TRUE(opt == NULL);
+    free(names);
+    free(grads);
+    free(counts);
+    model_sgd_free(&sgd);
+    model_free(&m);
+    hvd_shutdown();
+    return test_exit_code();
+}
