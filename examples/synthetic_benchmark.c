@@ -24,11 +24,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "examples/trainer.h"
 #include "hvd/hvd.h"
 #include "models/model.h"
 
-/* OpenBLAS's thread count; weak, so the program links with other BLAS. */
-void openblas_set_num_threads(int num_threads) __attribute__((weak));
 
 typedef struct {
     const char *model;
@@ -46,26 +45,6 @@ static const char usage_text[] =
     "  --fp16-allreduce            gradients travel as float16\n"
     "  --seed S                    seed of the weights and the data, 0..2^62 (42)\n"
     "  --help                      this text\n";
-
-/* As train_fmnist's: 0, or -1 with a message in err. */
-static int parse_ll(const char *flag, const char *s, long long lo,
-                    long long hi, long long *out, char *err, size_t n)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno == ERANGE) {
-        snprintf(err, n, "%s: \"%s\" is not an integer", flag, s);
-        return -1;
-    }
-    if (v < lo || v > hi) {
-        snprintf(err, n, "%s: %lld is out of range %lld..%lld", flag, v, lo,
-                 hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
 
 /* Flags as "--flag value" or "--flag=value", as train_fmnist's. */
 static int parse_options(int argc, char **argv, options_t *o, char *err,
@@ -85,15 +64,9 @@ static int parse_options(int argc, char **argv, options_t *o, char *err,
         {"--seed", 0, (long long)1 << 62, offsetof(options_t, seed)},
     };
     for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *val = NULL, *eq = strchr(arg, '=');
+        const char *arg = argv[i];
         char flag[64];
-        if (strncmp(arg, "--", 2) == 0 && eq && (size_t)(eq - arg) < 64) {
-            memcpy(flag, arg, (size_t)(eq - arg));
-            flag[eq - arg] = 0;
-            val = eq + 1;
-        } else {
-            snprintf(flag, sizeof flag, "%s", arg);
-        }
+        const char *val = trainer_split_flag(arg, flag, sizeof flag);
         if (!strcmp(flag, "--help") || !strcmp(flag, "-h") ||
             !strcmp(flag, "--fp16-allreduce")) {
             if (val) {
@@ -118,7 +91,7 @@ static int parse_options(int argc, char **argv, options_t *o, char *err,
             val = argv[++i];
         }
         if (k < nk) {
-            if (parse_ll(flag, val, ints[k].lo, ints[k].hi,
+            if (trainer_parse_ll(flag, val, ints[k].lo, ints[k].hi,
                          (long long *)((char *)o + ints[k].off), err, n))
                 return -1;
         } else if (strcmp(val, "mlp") && strcmp(val, "cnn")) {
@@ -130,13 +103,6 @@ static int parse_options(int argc, char **argv, options_t *o, char *err,
         }
     }
     return 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* splitmix64, and a standard normal from it (Box-Muller), for the data. */
@@ -155,23 +121,6 @@ static float next_normal(uint64_t *s)
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-typedef struct {
-    model_t *m;
-    model_sgd_t *sgd;
-} sgd_ctx_t;
-
-static int sgd_step(void *ctx)
-{
-    sgd_ctx_t *c = ctx;
-    return model_sgd_step(c->sgd, c->m->param_slab, c->m->grad_slab);
-}
-
-/* Backward hook: the parameter's gradient is final, start its allreduce. */
-static int grad_hook(void *ctx, size_t param_idx)
-{
-    return hvd_dist_opt_grad_ready((hvd_dist_opt_t *)ctx, param_idx);
-}
-
 /* One full training step on the batch: 0, or a status already printed. */
 static int train_step(model_t *m, hvd_dist_opt_t *dopt, const float *x,
                       const int *y, int n, int rank)
@@ -184,7 +133,7 @@ static int train_step(model_t *m, hvd_dist_opt_t *dopt, const float *x,
                 model_strerror(st));
         return st;
     }
-    st = model_backward(m, grad_hook, dopt);
+    st = model_backward(m, trainer_grad_hook, dopt);
     if (st == 0) st = hvd_dist_opt_step(dopt);
     if (st != 0)
         fprintf(stderr, "synthetic_benchmark: rank %d: %s\n", rank,
@@ -194,10 +143,7 @@ static int train_step(model_t *m, hvd_dist_opt_t *dopt, const float *x,
 
 int main(int argc, char **argv)
 {
-    /* One BLAS thread per rank, before the first BLAS call. */
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    setenv("OMP_NUM_THREADS", "1", 0);
-    if (openblas_set_num_threads) openblas_set_num_threads(1);
+    trainer_one_blas_thread(); /* before the first BLAS call */
 
     int status = hvd_init(&argc, &argv);
     if (status != HVD_OK) {
@@ -210,12 +156,10 @@ int main(int argc, char **argv)
     char err[512] = "";
     model_t m = {0};
     model_sgd_t sgd = {0};
-    sgd_ctx_t sctx = {&m, &sgd};
+    trainer_sgd_t sctx = {&m, &sgd};
     hvd_dist_opt_t *dopt = NULL;
-    float *x = NULL, **grads = NULL;
+    float *x = NULL;
     int *y = NULL;
-    const char **names = NULL;
-    size_t *counts = NULL;
     double *img_secs = NULL;
 
     if (parse_options(argc, argv, &opt, err, sizeof err) != 0) {
@@ -241,28 +185,17 @@ int main(int argc, char **argv)
                     model_strerror(status));
         goto out;
     }
-    size_t np = model_num_params(&m);
-    names = calloc(np, sizeof *names);
-    grads = calloc(np, sizeof *grads);
-    counts = calloc(np, sizeof *counts);
     x = malloc((size_t)B * (size_t)m.in_count * sizeof *x);
     y = malloc((size_t)B * sizeof *y);
     img_secs = calloc((size_t)opt.iters, sizeof *img_secs);
-    if (!names || !grads || !counts || !x || !y || !img_secs) {
+    if (!x || !y || !img_secs) {
         fprintf(stderr, "synthetic_benchmark: out of memory\n");
         goto out;
     }
-    for (size_t i = 0; i < np; i++) {
-        names[i] = model_param_name(&m, i);
-        grads[i] = model_grad_data(&m, i);
-        counts[i] = model_param_count(&m, i);
-    }
-    hvd_optimizer_t inner = {sgd_step, &sctx};
     hvd_dist_opt_options_t dopts = {.backward_passes_per_step = 1,
                                     .fp16_compression = opt.fp16,
                                     .op = HVD_AVERAGE};
-    status = hvd_dist_opt_create(&dopt, inner, np, names, grads, counts,
-                                 &dopts);
+    status = trainer_dist_opt_create(&dopt, &sctx, &dopts);
     if (status == HVD_OK)
         status = hvd_broadcast_parameters(m.param_slab, m.param_count, 0);
     if (status != HVD_OK) {
@@ -291,10 +224,10 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     for (long long it = 0; it < opt.iters; it++) {
-        double t0 = now_s();
+        double t0 = trainer_now();
         for (long long b = 0; b < opt.per_iter; b++)
             if (train_step(&m, dopt, x, y, B, rank) != 0) goto out;
-        double dt = now_s() - t0;
+        double dt = trainer_now() - t0;
         img_secs[it] = (double)B * (double)opt.per_iter / (dt > 0 ? dt : 1e-9);
         if (rank == 0) {
             printf("Iter #%lld: %.1f img/sec per rank\n", it, img_secs[it]);
@@ -321,9 +254,6 @@ out:
     model_free(&m);
     free(x);
     free(y);
-    free(names);
-    free(grads);
-    free(counts);
     free(img_secs);
     status = hvd_shutdown();
     if (status != HVD_OK && rc == 0) rc = 1;

@@ -29,11 +29,10 @@
 
 #include "examples/checkpoint.h"
 #include "examples/data.h"
+#include "examples/trainer.h"
 #include "hvd/hvd.h"
 #include "models/model.h"
 
-/* OpenBLAS's thread count; weak, so the program links with other BLAS. */
-void openblas_set_num_threads(int num_threads) __attribute__((weak));
 
 #define MOMENTUM 0.9f
 #define WARMUP_EPOCHS 1.0
@@ -76,25 +75,6 @@ static const char usage_text[] =
     "  --help                 this text\n";
 
 /* Parsers of flag values: 0, or -1 with a message in err. */
-static int parse_ll(const char *flag, const char *s, long long lo,
-                    long long hi, long long *out, char *err, size_t n)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno == ERANGE) {
-        snprintf(err, n, "%s: \"%s\" is not an integer", flag, s);
-        return -1;
-    }
-    if (v < lo || v > hi) {
-        snprintf(err, n, "%s: %lld is out of range %lld..%lld", flag, v, lo,
-                 hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static int parse_u64(const char *flag, const char *s, uint64_t *out,
                      char *err, size_t n)
 {
@@ -140,15 +120,7 @@ static int parse_options(int argc, char **argv, options_t *o, char *err,
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         char flag[64];
-        const char *val = NULL;
-        const char *eq = strchr(arg, '=');
-        if (strncmp(arg, "--", 2) == 0 && eq && (size_t)(eq - arg) < 64) {
-            memcpy(flag, arg, (size_t)(eq - arg));
-            flag[eq - arg] = 0;
-            val = eq + 1;
-        } else {
-            snprintf(flag, sizeof flag, "%s", arg);
-        }
+        const char *val = trainer_split_flag(arg, flag, sizeof flag);
         if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
             o->help = 1;
             continue;
@@ -188,9 +160,9 @@ static int parse_options(int argc, char **argv, options_t *o, char *err,
             }
             o->model = val;
         } else if (!strcmp(flag, "--epochs")) {
-            rc = parse_ll(flag, val, 1, 100000, &o->epochs, err, n);
+            rc = trainer_parse_ll(flag, val, 1, 100000, &o->epochs, err, n);
         } else if (!strcmp(flag, "--batch-size")) {
-            rc = parse_ll(flag, val, 1, 65536, &o->batch_size, err, n);
+            rc = trainer_parse_ll(flag, val, 1, 65536, &o->batch_size, err, n);
         } else if (!strcmp(flag, "--lr")) {
             rc = parse_lr(flag, val, &o->lr, err, n);
         } else if (!strcmp(flag, "--seed")) {
@@ -208,9 +180,9 @@ static int parse_options(int argc, char **argv, options_t *o, char *err,
             }
             o->checkpoint = val;
         } else if (!strcmp(flag, "--max-steps")) {
-            rc = parse_ll(flag, val, 1, LLONG_MAX / 2, &o->max_steps, err, n);
+            rc = trainer_parse_ll(flag, val, 1, LLONG_MAX / 2, &o->max_steps, err, n);
         } else if (!strcmp(flag, "--train-limit")) {
-            rc = parse_ll(flag, val, 1, LLONG_MAX / 2, &o->train_limit, err,
+            rc = trainer_parse_ll(flag, val, 1, LLONG_MAX / 2, &o->train_limit, err,
                           n);
         } else if (!strcmp(flag, "--device")) {
             if (strcmp(val, "cpu") && strcmp(val, "cuda")) {
@@ -237,13 +209,6 @@ static int parse_options(int argc, char **argv, options_t *o, char *err,
     return 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void format_duration(double s, char *buf, size_t n)
 {
     if (!(s >= 0) || s > 1e7) s = 0;
@@ -252,24 +217,6 @@ static void format_duration(double s, char *buf, size_t n)
         snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
     else
         snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
-}
-
-/* The wrapped optimizer: SGD over the whole slabs. */
-typedef struct {
-    model_t *m;
-    model_sgd_t *sgd;
-} sgd_ctx_t;
-
-static int sgd_step(void *ctx)
-{
-    sgd_ctx_t *c = ctx;
-    return model_sgd_step(c->sgd, c->m->param_slab, c->m->grad_slab);
-}
-
-/* Backward hook: the parameter's gradient is final, start its allreduce. */
-static int grad_hook(void *ctx, size_t param_idx)
-{
-    return hvd_dist_opt_grad_ready((hvd_dist_opt_t *)ctx, param_idx);
 }
 
 /* 1 on every rank when any rank's `failed` is set; the lowest failing rank
@@ -287,10 +234,7 @@ static int any_failed(int failed, const char *msg, int rank, int size,
 
 int main(int argc, char **argv)
 {
-    /* One BLAS thread per rank, before the first BLAS call. */
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    setenv("OMP_NUM_THREADS", "1", 0);
-    if (openblas_set_num_threads) openblas_set_num_threads(1);
+    trainer_one_blas_thread(); /* before the first BLAS call */
 
     int status = hvd_init(&argc, &argv);
     if (status != HVD_OK) {
@@ -305,14 +249,11 @@ int main(int argc, char **argv)
     data_set_t train = {0}, test = {0};
     model_t m = {0};
     model_sgd_t sgd = {0};
-    sgd_ctx_t sctx = {&m, &sgd};
+    trainer_sgd_t sctx = {&m, &sgd};
     hvd_dist_opt_t *dopt = NULL;
     data_shard_t shard = {0};
     float *xbuf = NULL;
     int *ybuf = NULL;
-    const char **names = NULL;
-    float **grads = NULL;
-    size_t *counts = NULL;
 
     if (parse_options(argc, argv, &opt, err, sizeof err) != 0) {
         if (rank == 0)
@@ -364,23 +305,13 @@ int main(int argc, char **argv)
                     model_strerror(status));
         goto out;
     }
-    size_t np = model_num_params(&m);
-    names = calloc(np, sizeof *names);
-    grads = calloc(np, sizeof *grads);
-    counts = calloc(np, sizeof *counts);
     xbuf = malloc((size_t)opt.batch_size * 784 * sizeof *xbuf);
     ybuf = malloc((size_t)opt.batch_size * sizeof *ybuf);
-    if (!names || !grads || !counts || !xbuf || !ybuf) {
+    if (!xbuf || !ybuf) {
         fprintf(stderr, "train_fmnist: out of memory\n");
         goto out;
     }
-    for (size_t i = 0; i < np; i++) {
-        names[i] = model_param_name(&m, i);
-        grads[i] = model_grad_data(&m, i);
-        counts[i] = model_param_count(&m, i);
-    }
-    hvd_optimizer_t inner = {sgd_step, &sctx};
-    status = hvd_dist_opt_create(&dopt, inner, np, names, grads, counts, NULL);
+    status = trainer_dist_opt_create(&dopt, &sctx, NULL);
     if (status != HVD_OK) {
         fprintf(stderr, "train_fmnist: hvd_dist_opt_create: %s\n",
                 hvd_strerror(status));
@@ -455,7 +386,7 @@ int main(int argc, char **argv)
     for (int64_t epoch = start_epoch; epoch < opt.epochs && gstep < end_step;
          epoch++) {
         data_shard_set_epoch(&shard, (uint64_t)epoch);
-        double t_epoch = now_s(), t_win = t_epoch, loss_win = 0;
+        double t_epoch = trainer_now(), t_win = t_epoch, loss_win = 0;
         double loss_epoch = 0, images_win = 0, images_epoch = 0;
         long long steps_win = 0, steps_epoch = 0;
         int stopped = 0;
@@ -478,7 +409,7 @@ int main(int argc, char **argv)
                         gstep, model_strerror(status));
                 goto out;
             }
-            status = model_backward(&m, grad_hook, dopt);
+            status = model_backward(&m, trainer_grad_hook, dopt);
             if (status == 0) status = hvd_dist_opt_step(dopt);
             if (status != 0) {
                 fprintf(stderr, "train_fmnist: rank %d: step %lld: %s\n", rank,
@@ -495,7 +426,7 @@ int main(int argc, char **argv)
             images_win += (double)n * size;
             images_epoch += (double)n * size;
             if (rank != 0) continue;
-            double t = now_s();
+            double t = trainer_now();
             int last = b + 1 == spe || gstep == end_step;
             int show = tty ? (t - t_win >= 0.25 || last)
                            : (gstep % log_every == 0 || last);
@@ -517,7 +448,7 @@ int main(int argc, char **argv)
             steps_win = 0;
             images_win = 0;
         }
-        double epoch_time = now_s() - t_epoch;
+        double epoch_time = trainer_now() - t_epoch;
         train_time += epoch_time;
         total_images += images_epoch;
 
@@ -605,9 +536,6 @@ out:
     data_free(&test);
     free(xbuf);
     free(ybuf);
-    free(names);
-    free(grads);
-    free(counts);
     status = hvd_shutdown();
     if (status != HVD_OK && rc == 0) rc = 1;
     return rc;
