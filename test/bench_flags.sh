@@ -1,5 +1,6 @@
 #!/bin/sh
-# test/bench_flags.sh: the benchmarks refuse bad flags with exit status 2
+# test/bench_flags.sh: the benchmarks (bench/ and the synthetic benchmark
+# of examples/) refuse bad flags with exit status 2
 # and a message naming the flag, at 1 rank through test/mpirun.sh.
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # shellcheck source=test/script_lib.sh
@@ -29,4 +30,6 @@ expect_refused --op bench/allreduce_perf -o xor
 expect_refused --algo bench/allreduce_perf --algo fastest
 expect_refused --iters bench/fusion_perf -n 0
 expect_refused --fusion bench/fusion_perf --fusion maybe
+expect_refused --batch-size examples/synthetic_benchmark --batch-size 0
+expect_refused --model examples/synthetic_benchmark --model resnet
 script_finish bench_flags

@@ -103,9 +103,23 @@ int main(int argc, char **argv)
     }
     step_ctx_t ctx = {&m, &sgd};
     hvd_dist_opt_t *opt;
-    TEST_EQ(hvd_dist_opt_create(&opt, (hvd_optimizer_t){sgd_step, &ctx}, n,
-                                names, grads, counts, &o),
+    /* Bad arguments are refused, leaving no optimizer behind. */
+    hvd_optimizer_t inner = {sgd_step, &ctx};
+    hvd_dist_opt_options_t no_passes = {0, 0, HVD_AVERAGE};
+    hvd_dist_opt_options_t max_op = {1, 0, HVD_MAX};
+    TEST_EQ(hvd_dist_opt_create(&opt, inner, n, names, grads, counts,
+                                &no_passes),
+            HVD_ERR_ARG);
+    TEST_EQ(hvd_dist_opt_create(&opt, inner, n, names, grads, counts,
+                                &max_op),
+            HVD_ERR_ARG);
+    TEST_EQ(hvd_dist_opt_create(&opt, (hvd_optimizer_t){NULL, NULL}, n, names,
+                                grads, counts, NULL),
+            HVD_ERR_ARG);
+    TEST_EQ(hvd_dist_opt_create(&opt, inner, n, names, grads, counts, &o),
             HVD_OK);
+
+    TEST_EQ(hvd_dist_opt_grad_ready(opt, n), HVD_ERR_ARG); /* no such tensor */
 
     float x[BATCH * IN], loss;
     int labels[BATCH];
