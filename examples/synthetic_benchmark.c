@@ -83,13 +83,8 @@ static int parse_options(int argc, char **argv, options_t *o, char *err,
             snprintf(err, n, "unknown flag \"%s\"", arg);
             return -1;
         }
-        if (!val) {
-            if (i + 1 >= argc) {
-                snprintf(err, n, "%s: missing value", flag);
-                return -1;
-            }
-            val = argv[++i];
-        }
+        if (!val) val = trainer_next_value(flag, argc, argv, &i, err, n);
+        if (!val) return -1;
         if (k < nk) {
             if (trainer_parse_ll(flag, val, ints[k].lo, ints[k].hi,
                          (long long *)((char *)o + ints[k].off), err, n))

@@ -144,13 +144,8 @@ static int parse_options(int argc, char **argv, options_t *o, char *err,
             snprintf(err, n, "unknown flag \"%s\"", arg);
             return -1;
         }
-        if (!val) {
-            if (i + 1 >= argc) {
-                snprintf(err, n, "%s: missing value", flag);
-                return -1;
-            }
-            val = argv[++i];
-        }
+        if (!val) val = trainer_next_value(flag, argc, argv, &i, err, n);
+        if (!val) return -1;
         int rc = 0;
         if (!strcmp(flag, "--model")) {
             if (strcmp(val, "mlp") && strcmp(val, "cnn")) {

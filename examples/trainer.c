@@ -39,6 +39,16 @@ const char *trainer_split_flag(const char *arg, char *flag, size_t n)
     return NULL;
 }
 
+const char *trainer_next_value(const char *flag, int argc, char **argv,
+                               int *i, char *err, size_t n)
+{
+    if (*i + 1 >= argc) {
+        snprintf(err, n, "%s: missing value", flag);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
 int trainer_parse_ll(const char *flag, const char *s, long long lo,
                      long long hi, long long *out, char *err, size_t n)
 {

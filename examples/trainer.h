@@ -20,6 +20,11 @@ double trainer_now(void);
  * otherwise copies arg into flag and returns NULL. */
 const char *trainer_split_flag(const char *arg, char *flag, size_t n);
 
+/* A flag's value given as the next argument: argv[*i + 1], advancing *i;
+ * NULL with "FLAG: missing value" in err (n bytes) when there is none. */
+const char *trainer_next_value(const char *flag, int argc, char **argv,
+                               int *i, char *err, size_t n);
+
 /* An integer flag value in [lo, hi]: 0, or -1 with a message naming the
  * flag in err (n bytes). */
 int trainer_parse_ll(const char *flag, const char *s, long long lo,
