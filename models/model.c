@@ -4,8 +4,10 @@
  * that reports each parameter's gradient as soon as it is final.
  *
  * A model is described by a short table of layer specs; a new model is a
- * new table. Input is always 1x28x28 (Fashion-MNIST); other shapes would
- * need an input-shape argument, left out until a data set needs it.
+ * new table. The tables fix the layers, not the input: the input shape
+ * (channels, height, width) is model_init_shape's, and the shapes of the
+ * convolutions, poolings and of the first linear layer follow from it
+ * (1x28x28 for Fashion-MNIST, 3x32x32 for CIFAR-10).
  */
 #include <math.h>
 #include <stdio.h>
@@ -42,7 +44,8 @@ static const layer_spec_t mlp_spec[] = {
     {MODEL__LINEAR, "fc3", 10, 0, 0, 0, 0},
 };
 
-/* 1x28x28 -> 32x28x28 -> 32x14x14 -> 64x14x14 -> 64x7x7 -> 3136 -> 128 -> 10 */
+/* 1x28x28 -> 32x28x28 -> 32x14x14 -> 64x14x14 -> 64x7x7 -> 3136 -> 128 -> 10
+ * 3x32x32 -> 32x32x32 -> 32x16x16 -> 64x16x16 -> 64x8x8 -> 4096 -> 128 -> 10 */
 static const layer_spec_t cnn_spec[] = {
     {MODEL__CONV2D, "conv1", 32, 5, 1, 2, 0},
     {MODEL__RELU, NULL, 0, 0, 0, 0, 0},
@@ -56,7 +59,11 @@ static const layer_spec_t cnn_spec[] = {
     {MODEL__LINEAR, "fc2", 10, 0, 0, 0, 0},
 };
 
-enum { IN_C = 1, IN_H = 28, IN_W = 28, MAX_LAYERS = 16 };
+/* model_init's input, Fashion-MNIST's; the bounds of model_init_shape's:
+ * each side at most IN_SIDE_MAX (as the data readers), and at most
+ * IN_COUNT_MAX floats per sample, so that every layer's sizes fit an int. */
+enum { IN_C = 1, IN_H = 28, IN_W = 28 };
+enum { IN_SIDE_MAX = 4096, IN_COUNT_MAX = 1 << 24 };
 
 /* Registers parameter tensor `suffix` of layer `prefix`; returns its index. */
 static long add_param(model_t *m, const char *prefix, const char *suffix,
@@ -75,15 +82,17 @@ static long add_param(model_t *m, const char *prefix, const char *suffix,
     return (long)m->num_params++;
 }
 
-/* Fills in the layers' shapes and parameter records from the spec (no
- * buffers yet); returns the activation floats per sample (flatten shares
- * its input's), and the int32 argmax and scratch counts. */
-static size_t plan_layers(model_t *m, const layer_spec_t *spec, int n,
-                          size_t *argmax_count, size_t *scratch_count)
+/* Fills in the layers' shapes and parameter records from the spec and the
+ * input shape in m (no buffers yet): the activation floats per sample
+ * (flatten shares its input's), and the int32 argmax and scratch counts.
+ * Returns MODEL_ERR_ARG when a convolution's or pooling's window does not
+ * fit in its (padded) input: the input is too small for the model. */
+static int plan_layers(model_t *m, const layer_spec_t *spec, int n,
+                       size_t *act_count, size_t *argmax_count,
+                       size_t *scratch_count)
 {
-    int c = IN_C, h = IN_H, w = IN_W;
-    size_t act_count = 0;
-    *argmax_count = *scratch_count = 0;
+    int c = m->in_channels, h = m->in_height, w = m->in_width;
+    *act_count = *argmax_count = *scratch_count = 0;
     for (int i = 0; i < n; i++) {
         struct model__layer *l = &m->layers[i];
         model__conv_shape_t *s = &l->s;
@@ -108,6 +117,8 @@ static size_t plan_layers(model_t *m, const layer_spec_t *spec, int n,
             l->w_idx = add_param(m, spec[i].name, "weight", 2, shape);
             l->b_idx = add_param(m, spec[i].name, "bias", 1, shape);
         } else if (l->kind == MODEL__CONV2D || l->kind == MODEL__MAXPOOL) {
+            if (h + 2 * s->pad < s->k || w + 2 * s->pad < s->k)
+                return MODEL_ERR_ARG; /* e.g. a cnn on 3x3 images */
             s->out_h = (h + 2 * s->pad - s->k) / s->stride + 1;
             s->out_w = (w + 2 * s->pad - s->k) / s->stride + 1;
             if (l->kind == MODEL__CONV2D) {
@@ -126,10 +137,10 @@ static size_t plan_layers(model_t *m, const layer_spec_t *spec, int n,
         w = s->out_w;
         l->out_count = (size_t)c * h * w;
         if (l->kind == MODEL__MAXPOOL) *argmax_count += l->out_count;
-        if (l->kind == MODEL__DROPOUT) act_count += l->out_count; /* mask */
-        if (l->kind != MODEL__FLATTEN) act_count += l->out_count;
+        if (l->kind == MODEL__DROPOUT) *act_count += l->out_count; /* mask */
+        if (l->kind != MODEL__FLATTEN) *act_count += l->out_count;
     }
-    return act_count;
+    return MODEL_OK;
 }
 
 /* Points each layer's buffers into the slabs, batch_max samples each. */
@@ -176,11 +187,21 @@ static void init_weights(model_t *m, uint64_t seed)
 
 int model_init(model_t *m, const char *kind, int batch_max, uint64_t seed)
 {
+    return model_init_shape(m, kind, IN_C, IN_H, IN_W, batch_max, seed);
+}
+
+int model_init_shape(model_t *m, const char *kind, int channels, int height,
+                     int width, int batch_max, uint64_t seed)
+{
     const layer_spec_t *spec;
-    int n;
+    int n, status = MODEL_ERR_NOMEM;
     if (!m) return MODEL_ERR_ARG;
     memset(m, 0, sizeof(*m));
-    if (!kind || batch_max < 1) return MODEL_ERR_ARG;
+    if (!kind || batch_max < 1 || channels < 1 || height < 1 || width < 1 ||
+        channels > IN_SIDE_MAX || height > IN_SIDE_MAX ||
+        width > IN_SIDE_MAX ||
+        (long long)channels * height * width > IN_COUNT_MAX)
+        return MODEL_ERR_ARG;
     if (!strcmp(kind, "mlp")) {
         spec = mlp_spec;
         n = (int)(sizeof(mlp_spec) / sizeof(mlp_spec[0]));
@@ -193,34 +214,46 @@ int model_init(model_t *m, const char *kind, int batch_max, uint64_t seed)
     snprintf(m->kind, sizeof(m->kind), "%s", kind);
     m->batch_max = batch_max;
     m->num_layers = n;
-    m->in_count = IN_C * IN_H * IN_W;
+    m->in_channels = channels;
+    m->in_height = height;
+    m->in_width = width;
+    m->in_count = channels * height * width;
     m->layers = calloc((size_t)n, sizeof(*m->layers));
-    if (!m->layers) goto err_nomem;
+    if (!m->layers) goto err_free_model;
     m->params = calloc(2 * (size_t)n, sizeof(*m->params));
-    if (!m->params) goto err_nomem;
-    size_t argmax_count, scratch_count;
-    size_t act_count = plan_layers(m, spec, n, &argmax_count, &scratch_count);
+    if (!m->params) goto err_free_model;
+    size_t act_count, argmax_count, scratch_count;
+    status = plan_layers(m, spec, n, &act_count, &argmax_count,
+                         &scratch_count);
+    if (status != MODEL_OK) goto err_free_model;
+    status = MODEL_ERR_NOMEM;
     m->num_classes = (int)m->layers[n - 1].out_count;
+    /* Large inputs times batch_max could overflow the byte counts. */
+    size_t bm = (size_t)batch_max;
+    if (act_count > SIZE_MAX / sizeof(float) / bm ||
+        argmax_count > SIZE_MAX / sizeof(int32_t) / bm - 1 ||
+        m->param_count > SIZE_MAX / sizeof(float))
+        goto err_free_model;
 
     m->param_slab = malloc(m->param_count * sizeof(float));
     m->grad_slab = calloc(m->param_count, sizeof(float));
-    m->act_slab = malloc(act_count * batch_max * sizeof(float));
-    m->dact_slab = malloc(act_count * batch_max * sizeof(float));
+    m->act_slab = malloc(act_count * bm * sizeof(float));
+    m->dact_slab = malloc(act_count * bm * sizeof(float));
     m->scratch = malloc((scratch_count ? scratch_count : 1) * sizeof(float));
-    int32_t *argmax = malloc((argmax_count * batch_max + 1) * sizeof(int32_t));
+    int32_t *argmax = malloc((argmax_count * bm + 1) * sizeof(int32_t));
     if (!m->param_slab || !m->grad_slab || !m->act_slab || !m->dact_slab ||
         !m->scratch || !argmax) {
         free(argmax);
-        goto err_nomem;
+        goto err_free_model;
     }
     carve_layers(m, argmax);
     init_weights(m, seed);
     m->rng_state = model__rng_next(&seed); /* dropout's own stream */
     return MODEL_OK;
 
-err_nomem:
+err_free_model:
     model_free(m); /* frees whatever was allocated, zeroes *m */
-    return MODEL_ERR_NOMEM;
+    return status;
 }
 
 void model_free(model_t *m)

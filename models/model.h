@@ -51,7 +51,9 @@ struct model__layer; /* internal: models/model_internal.h */
 typedef struct {
     char kind[8];    /* "mlp" or "cnn" */
     int batch_max;   /* samples per forward, at most */
-    int in_count;    /* per-sample input floats: 784 (1, 28, 28) */
+    int in_channels, in_height, in_width; /* per-sample input shape */
+    int in_count;    /* per-sample input floats: channels * height * width,
+                        784 for (1, 28, 28), 3072 for (3, 32, 32) */
     int num_classes; /* 10 */
     int num_layers;
     struct model__layer *layers; /* (num_layers) */
@@ -72,16 +74,28 @@ typedef struct {
     uint64_t rng_state;          /* dropout's generator; checkpoint it */
 } model_t;
 
-/* Builds a model of the given kind ("mlp": 784-256-128-10 with ReLU;
- * "cnn": conv5x5 32 pad 2 + ReLU + maxpool2, conv5x5 64 pad 2 + ReLU +
- * maxpool2, FC 3136->128 + ReLU, FC 128->10) on caller memory, for
- * batches of at most batch_max samples of 1x28x28 floats.
+/* Builds a model of the given kind on caller memory, for batches of at
+ * most batch_max samples of channels x height x width floats (NCHW):
+ *   "mlp": FC (channels x height x width)->256 + ReLU, FC 256->128 +
+ *          ReLU, FC 128->10;
+ *   "cnn": conv5x5 32 pad 2 + ReLU + maxpool2, conv5x5 64 pad 2 + ReLU +
+ *          maxpool2, FC (64 x height/4 x width/4)->128 + ReLU,
+ *          FC 128->10 (the pools round down: 1x28x28 gives 3136
+ *          features, 3x32x32 4096).
+ * channels, height and width are 1..4096 with at most 2^24 floats per
+ * sample. The cnn's two 2x2 poolings need height and width >= 4 (each
+ * halves them, rounding down); smaller ones are MODEL_ERR_ARG.
  *
  * Weights: He (Kaiming) uniform, U(-b, b) with b = sqrt(6 / fan_in), drawn
  * in slab order from a splitmix64 generator seeded with `seed`; biases 0.
- * The same seed gives bitwise the same weights on every machine.
- * Returns MODEL_OK, MODEL_ERR_ARG (unknown kind, batch_max < 1) or
- * MODEL_ERR_NOMEM; on failure *m holds nothing and needs no model_free. */
+ * The same seed and shape give bitwise the same weights on every machine.
+ * Returns MODEL_OK, MODEL_ERR_ARG (unknown kind, batch_max < 1, a shape out
+ * of range or too small for the model) or MODEL_ERR_NOMEM; on failure *m
+ * holds nothing and needs no model_free. */
+int model_init_shape(model_t *m, const char *kind, int channels, int height,
+                     int width, int batch_max, uint64_t seed);
+
+/* model_init_shape for 1x28x28 inputs (Fashion-MNIST). */
 int model_init(model_t *m, const char *kind, int batch_max, uint64_t seed);
 
 /* Releases what model_init allocated; accepts NULL or a zeroed model and

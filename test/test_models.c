@@ -31,11 +31,15 @@ static double urand01(void)
 
 /* ---- layout, names, initialisation ---- */
 
-static void test_layout(const char *kind, size_t nparams, size_t total,
-                        const char *first, const char *last)
+static void test_layout(const char *kind, int c, int h, int w, size_t nparams,
+                        size_t total, const char *first, const char *last)
 {
     model_t m, m2, m3;
-    TEST_EQ(model_init(&m, kind, 4, 42), MODEL_OK);
+    TEST_EQ(model_init_shape(&m, kind, c, h, w, 4, 42), MODEL_OK);
+    TEST_EQ(m.in_count, c * h * w);
+    TEST_EQ(m.in_channels, c);
+    TEST_EQ(m.in_height, h);
+    TEST_EQ(m.in_width, w);
     TEST_EQ(model_num_params(&m), nparams);
     TEST_EQ(m.param_count, total);
     TEST_TRUE(!strcmp(model_param_name(&m, 0), first));
@@ -68,8 +72,8 @@ static void test_layout(const char *kind, size_t nparams, size_t total,
         }
     }
     /* Same seed, same weights; another seed, others. */
-    TEST_EQ(model_init(&m2, kind, 1, 42), MODEL_OK);
-    TEST_EQ(model_init(&m3, kind, 4, 43), MODEL_OK);
+    TEST_EQ(model_init_shape(&m2, kind, c, h, w, 1, 42), MODEL_OK);
+    TEST_EQ(model_init_shape(&m3, kind, c, h, w, 4, 43), MODEL_OK);
     TEST_TRUE(!memcmp(m.param_slab, m2.param_slab, total * sizeof(float)));
     TEST_TRUE(memcmp(m.param_slab, m3.param_slab, total * sizeof(float)));
     model_free(&m), model_free(&m2), model_free(&m3);
@@ -105,10 +109,12 @@ static uint64_t kink_pattern(const model_t *m)
     return hsh;
 }
 
-static void test_model_grads(const char *kind, int batch)
+/* kind on in_c x in_h x in_w inputs, with batch samples. */
+static void test_model_grads(const char *kind, int in_c, int in_h, int in_w,
+                             int batch)
 {
     model_t m;
-    TEST_EQ(model_init(&m, kind, batch, 7), MODEL_OK);
+    TEST_EQ(model_init_shape(&m, kind, in_c, in_h, in_w, batch, 7), MODEL_OK);
     size_t in = (size_t)m.in_count * batch, total = m.param_count;
     float *x = malloc(in * sizeof(float)), *g = malloc(total * sizeof(float));
     int y[8];
@@ -184,9 +190,9 @@ static void test_model_grads(const char *kind, int batch)
                           kind, model_param_name(&m, t), slope, norm);
         }
     }
-    printf("%s: %d entries checked, %d skipped at a kink, largest "
+    printf("%s %dx%dx%d: %d entries checked, %d skipped at a kink, largest "
            "finite-difference error %.2g\n",
-           kind, checked, skipped, worst);
+           kind, in_c, in_h, in_w, checked, skipped, worst);
 
     free(x), free(g);
     model_free(&m);
@@ -248,6 +254,20 @@ static void test_errors(void)
     TEST_EQ(model_init(&m, "resnet", 2, 1), MODEL_ERR_ARG);
     TEST_EQ(model_init(&m, "mlp", 0, 1), MODEL_ERR_ARG);
     TEST_EQ(model_init(NULL, "mlp", 2, 1), MODEL_ERR_ARG);
+    /* Input shapes: positive, bounded, large enough for the cnn's two
+     * 2x2 poolings (4 x 4 at least). */
+    TEST_EQ(model_init_shape(&m, "mlp", 0, 28, 28, 2, 1), MODEL_ERR_ARG);
+    TEST_EQ(model_init_shape(&m, "mlp", 1, -1, 28, 2, 1), MODEL_ERR_ARG);
+    TEST_EQ(model_init_shape(&m, "mlp", 1, 28, 4097, 2, 1), MODEL_ERR_ARG);
+    TEST_EQ(model_init_shape(&m, "mlp", 4, 4096, 4096, 2, 1), MODEL_ERR_ARG);
+    TEST_EQ(model_init_shape(&m, "cnn", 3, 3, 32, 2, 1), MODEL_ERR_ARG);
+    TEST_EQ(model_init_shape(&m, "cnn", 3, 32, 1, 2, 1), MODEL_ERR_ARG);
+    TEST_TRUE(m.layers == NULL && m.param_slab == NULL); /* left zeroed */
+    TEST_EQ(model_init_shape(&m, "cnn", 1, 4, 5, 2, 1), MODEL_OK);
+    TEST_EQ(m.params[4].shape[1], 64); /* 64 x 1 x 1 features */
+    model_free(&m);
+    TEST_EQ(model_init_shape(&m, "mlp", 1, 1, 1, 2, 1), MODEL_OK);
+    model_free(&m);
     TEST_EQ(model_init(&m, "mlp", 2, 1), MODEL_OK);
     TEST_EQ(model_loss(&m, y, 2, &loss), MODEL_ERR_STATE);
     TEST_EQ(model_backward(&m, NULL, NULL), MODEL_ERR_STATE);
@@ -369,14 +389,27 @@ static void test_training(const char *kind, int steps)
 
 int main(void)
 {
-    test_layout("mlp", 6, 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10,
+    test_layout("mlp", 1, 28, 28, 6,
+                784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10,
                 "fc1.weight", "fc3.bias");
-    test_layout("cnn", 8,
+    test_layout("cnn", 1, 28, 28, 8,
                 32 * 25 + 32 + 64 * 32 * 25 + 64 + 3136 * 128 + 128 + 128 * 10 +
                     10,
                 "conv1.weight", "fc2.bias");
-    test_model_grads("mlp", 3);
-    test_model_grads("cnn", 2);
+    /* CIFAR-10's 3x32x32: conv1 sees 3 channels, fc1 64 x 8 x 8. */
+    test_layout("mlp", 3, 32, 32, 6,
+                3072 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10,
+                "fc1.weight", "fc3.bias");
+    test_layout("cnn", 3, 32, 32, 8,
+                32 * 3 * 25 + 32 + 64 * 32 * 25 + 64 + 4096 * 128 + 128 +
+                    128 * 10 + 10,
+                "conv1.weight", "fc2.bias");
+    test_model_grads("mlp", 1, 28, 28, 3);
+    test_model_grads("cnn", 1, 28, 28, 2);
+    /* Non-square, several channels: a swapped height and width or a
+     * channel-stride slip would show. */
+    test_model_grads("mlp", 3, 12, 16, 3);
+    test_model_grads("cnn", 3, 12, 16, 2);
     test_hook("mlp");
     test_hook("cnn");
     test_errors();
