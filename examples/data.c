@@ -1,6 +1,7 @@
 /* examples/data.c: what the data readers share: statuses, error messages,
- * allocation and release of a data set, pixel scaling, and gathering a
- * batch's samples into contiguous buffers. */
+ * allocation and release of a data set, pixel scaling, gathering a batch's
+ * samples into contiguous buffers, and their per-channel normalisation. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,4 +88,21 @@ void data_gather(const data_set_t *ds, const size_t *sample_idx,
                image_count * sizeof(float));
         labels[k] = ds->labels[i];
     }
+}
+
+int data_normalize(float *images, size_t sample_count, size_t channels,
+                   size_t plane_count, const float *mean, const float *std)
+{
+    if (!images || !mean || !std) return DATA_ERR_ARG;
+    for (size_t ch = 0; ch < channels; ch++)
+        if (!(std[ch] > 0.0f) || !isfinite(std[ch]) || !isfinite(mean[ch]))
+            return DATA_ERR_ARG;
+    for (size_t i = 0; i < sample_count; i++)
+        for (size_t ch = 0; ch < channels; ch++) {
+            float *x = images + (i * channels + ch) * plane_count;
+            /* A division, not a product with 1/std: torchvision's result. */
+            for (size_t k = 0; k < plane_count; k++)
+                x[k] = (x[k] - mean[ch]) / std[ch];
+        }
+    return DATA_OK;
 }

@@ -5,8 +5,11 @@
  *
  * Pure data code: no MPI here. Sharding takes the rank and the number of
  * ranks as arguments, so it can be tested by simulating ranks in a loop.
- * Left out: augmentation, mean/std normalisation (pixels are only scaled to
- * [0, 1]), streaming from disk (a whole split is read into memory).
+ * The loaders only scale pixels to [0, 1]; per-channel mean/std
+ * normalisation is data_normalize's, which the training loop applies to
+ * each gathered batch (so the sets in memory keep their [0, 1] pixels).
+ * Left out: augmentation, streaming from disk (a whole split is read into
+ * memory).
  */
 #ifndef HVD_EXAMPLES_DATA_H
 #define HVD_EXAMPLES_DATA_H
@@ -32,6 +35,7 @@ const char *data_strerror(int status);
 
 enum { DATA_CLASS_COUNT = 10 }; /* both data sets */
 #define DATA_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+#define DATA_CIFAR_DIR "/usr/share/datasets/cifar-10"
 
 typedef enum { DATA_TRAIN, DATA_TEST } data_split_t;
 
@@ -90,6 +94,22 @@ int data_cifar_load_files(data_set_t *ds, const char *const *paths,
  * floats) and labels (sample_count ints). Indices must be < ds->count. */
 void data_gather(const data_set_t *ds, const size_t *sample_idx,
                  size_t sample_count, float *images, int *labels);
+
+/* Per-channel standardisation in place, as torchvision's Normalize:
+ * x = (x - mean[ch]) / std[ch] for every float of channel ch of each of
+ * sample_count images of channels x plane_count floats (plane_count:
+ * height * width), laid out as data_set_t's. mean and std hold channels
+ * values; each std must be > 0 and finite. Returns 0 or DATA_ERR_ARG
+ * (NULL arrays, a bad std; then images is unchanged). */
+int data_normalize(float *images, size_t sample_count, size_t channels,
+                   size_t plane_count, const float *mean, const float *std);
+
+/* Fashion-MNIST's and CIFAR-10's per-channel statistics of the training
+ * pixels in [0, 1], the values the PyTorch examples use. */
+#define DATA_FMNIST_MEAN {0.2860f}
+#define DATA_FMNIST_STD {0.3530f}
+#define DATA_CIFAR_MEAN {0.4914f, 0.4822f, 0.4465f}
+#define DATA_CIFAR_STD {0.2470f, 0.2435f, 0.2616f}
 
 /* ---- sharding and shuffling (examples/shard.c) ---- */
 

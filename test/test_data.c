@@ -353,6 +353,33 @@ static void test_cifar(void)
 #undef LOAD
 }
 
+/* ---- normalisation ---- */
+
+static void test_normalize(void)
+{
+    /* 2 images of 3 channels of 2 x 2: channel ch of image i is i + ch. */
+    float x[2 * 3 * 4], want[2 * 3 * 4];
+    const float mean[3] = {0.5f, 1.0f, -2.0f}, sd[3] = {0.25f, 2.0f, 1.0f};
+    for (size_t k = 0; k < 24; k++) {
+        size_t i = k / 12, ch = k / 4 % 3;
+        x[k] = (float)(i + ch) + 0.125f * (float)(k % 4);
+        want[k] = (x[k] - mean[ch]) / sd[ch];
+    }
+    TEST_EQ(data_normalize(x, 2, 3, 4, mean, sd), 0);
+    TEST_TRUE(memcmp(x, want, sizeof x) == 0);
+    TEST_TRUE(x[0] == -2.0f && x[23] == 5.375f); /* by hand */
+    /* Bad statistics are refused and leave the images alone. */
+    const float zero[3] = {0.25f, 0.0f, 1.0f}, neg[3] = {1, 1, -1};
+    TEST_EQ(data_normalize(x, 2, 3, 4, mean, zero), DATA_ERR_ARG);
+    TEST_EQ(data_normalize(x, 2, 3, 4, mean, neg), DATA_ERR_ARG);
+    TEST_EQ(data_normalize(x, 2, 3, 4, NULL, sd), DATA_ERR_ARG);
+    TEST_TRUE(memcmp(x, want, sizeof x) == 0);
+    /* The data sets' constants have one value per channel. */
+    const float fm[] = DATA_FMNIST_MEAN, cs[] = DATA_CIFAR_STD;
+    TEST_EQ(sizeof fm / sizeof fm[0], 1);
+    TEST_EQ(sizeof cs / sizeof cs[0], 3);
+}
+
 /* ---- sharding ---- */
 
 static void test_rng(void)
@@ -540,6 +567,7 @@ int main(void)
     test_idx_good();
     test_idx_errors();
     test_cifar();
+    test_normalize();
     test_rng();
     test_shard();
     test_real_fmnist();
