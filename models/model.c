@@ -46,13 +46,16 @@ static const layer_spec_t mlp_spec[] = {
 
 /* 1x28x28 -> 32x28x28 -> 32x14x14 -> 64x14x14 -> 64x7x7 -> 3136 -> 128 -> 10
  * 3x32x32 -> 32x32x32 -> 32x16x16 -> 64x16x16 -> 64x8x8 -> 4096 -> 128 -> 10 */
+/* Each block pools before its ReLU: relu(maxpool(x)) = maxpool(relu(x)),
+ * gradient included (ReLU is monotone; a window whose maximum is <= 0
+ * passes no gradient either way), on a quarter of the elements. */
 static const layer_spec_t cnn_spec[] = {
     {MODEL__CONV2D, "conv1", 32, 5, 1, 2, 0},
-    {MODEL__RELU, NULL, 0, 0, 0, 0, 0},
     {MODEL__MAXPOOL, NULL, 0, 2, 2, 0, 0},
+    {MODEL__RELU, NULL, 0, 0, 0, 0, 0},
     {MODEL__CONV2D, "conv2", 64, 5, 1, 2, 0},
-    {MODEL__RELU, NULL, 0, 0, 0, 0, 0},
     {MODEL__MAXPOOL, NULL, 0, 2, 2, 0, 0},
+    {MODEL__RELU, NULL, 0, 0, 0, 0, 0},
     {MODEL__FLATTEN, NULL, 0, 0, 0, 0, 0},
     {MODEL__LINEAR, "fc1", 128, 0, 0, 0, 0},
     {MODEL__RELU, NULL, 0, 0, 0, 0, 0},
