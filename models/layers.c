@@ -77,13 +77,18 @@ size_t model__conv2d_scratch_count(const model__conv_shape_t *s)
 
 /* Row segments are short (14 to 28 floats in the cnn): fixed-size chunks
  * become single vector moves, where a memcpy call costs more than the
- * copy itself. */
+ * copy itself. The last chunk ends at n, overlapping the one before. */
 static inline void copy_floats(float *restrict dst, const float *restrict src,
                                int n)
 {
-    int i = 0;
-    for (; i + 8 <= n; i += 8) memcpy(dst + i, src + i, 8 * sizeof(float));
-    for (; i < n; i++) dst[i] = src[i];
+    enum { CHUNK = 8 };
+    if (n < CHUNK) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+    for (int i = 0; i + CHUNK <= n; i += CHUNK)
+        memcpy(dst + i, src + i, CHUNK * sizeof(float));
+    memcpy(dst + n - CHUNK, src + n - CHUNK, CHUNK * sizeof(float));
 }
 
 static inline void add_floats(float *restrict dst, const float *restrict src,
