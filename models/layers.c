@@ -267,14 +267,24 @@ void model__maxpool_forward(const model__conv_shape_t *s, const float *x,
                 int32_t corner = oy * s->stride * s->in_w + ox * s->stride;
                 int32_t best_idx = corner;
                 float best = xp[corner];
-                for (int ki = 0; ki < s->k; ki++)
-                    for (int kj = 0; kj < s->k; kj++) {
-                        int32_t idx = corner + ki * s->in_w + kj;
-                        if (xp[idx] > best) {
-                            best = xp[idx];
-                            best_idx = idx;
+                if (s->k == 2) { /* the usual window, unrolled */
+                    int32_t idx[3] = {corner + 1, corner + s->in_w,
+                                      corner + s->in_w + 1};
+                    for (int t = 0; t < 3; t++)
+                        if (xp[idx[t]] > best) {
+                            best = xp[idx[t]];
+                            best_idx = idx[t];
                         }
-                    }
+                } else {
+                    for (int ki = 0; ki < s->k; ki++)
+                        for (int kj = 0; kj < s->k; kj++) {
+                            int32_t idx = corner + ki * s->in_w + kj;
+                            if (xp[idx] > best) {
+                                best = xp[idx];
+                                best_idx = idx;
+                            }
+                        }
+                }
                 yp[oy * s->out_w + ox] = best;
                 ap[oy * s->out_w + ox] = best_idx;
             }
