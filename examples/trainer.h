@@ -1,4 +1,4 @@
-/* examples/trainer.h: what the training programs (train_fmnist,
+/* examples/trainer.h: what the training programs (train_loop.c,
  * synthetic_benchmark) share: one BLAS thread per rank, flag parsing in the
  * "--flag value" / "--flag=value" style, a clock, and the glue between a
  * model's SGD and hvd's DistributedOptimizer (the wrapped step and the

@@ -1,0 +1,508 @@
+/* examples/train_loop.c: the training loop of examples/train_loop.h: data,
+ * model and DistributedOptimizer set-up, resume, the epoch loop with rank
+ * 0's progress lines, the test set's evaluation reduced over the ranks, and
+ * rank 0's checkpoints. The learning-rate schedule is schedule_lr, the one
+ * place to change it.
+ *
+ * Every failure that one rank alone can meet (a file, a checkpoint) is
+ * agreed on by all ranks with a collective before they go on, so that all
+ * leave through hvd_shutdown instead of some waiting for the others.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "examples/checkpoint.h"
+#include "examples/train_loop.h"
+#include "examples/trainer.h"
+#include "hvd/hvd.h"
+#include "models/model.h"
+
+/* ---- the learning-rate schedule: change it here ---- */
+
+#define MOMENTUM 0.9f
+#define WARMUP_EPOCHS 1.0
+
+/* The learning rate at `epoch` (fractional: epoch + step / steps per
+ * epoch): the linear scaling rule, warmed up from base_lr to base_lr x
+ * ranks over the first WARMUP_EPOCHS (Goyal et al.). */
+static float schedule_lr(double base_lr, int ranks, double epoch)
+{
+    return model_lr_warmup((float)base_lr, ranks, WARMUP_EPOCHS, epoch);
+}
+
+/* The schedule in words, for the first line of output. */
+static void schedule_describe(double base_lr, int ranks, char *buf, size_t n)
+{
+    snprintf(buf, n, "lr %g x %d after %g warm-up epoch", base_lr, ranks,
+             WARMUP_EPOCHS);
+}
+
+/* ---- the loop's state ---- */
+
+typedef struct {
+    const train_loop_config_t *cfg;
+    train_loop_options_t opt;
+    int rank, size, tty;
+    char err[1024];
+    data_set_t train, test;
+    model_t m;
+    model_sgd_t sgd;
+    trainer_sgd_t sctx;
+    hvd_dist_opt_t *dopt;
+    data_shard_t shard;
+    float *xbuf; /* (batch_size, channels, height, width) */
+    int *ybuf;   /* (batch_size) */
+    char kind[CKPT_KIND_MAX]; /* the checkpoints' model name */
+    size_t spe;               /* steps per epoch */
+    long long gstep, end_step, run_steps, done_steps;
+    double train_time, total_images, last_acc;
+} loop_t;
+
+/* What one epoch of training leaves for its report. */
+typedef struct {
+    double time, images, loss_sum;
+    long long steps;
+    int stopped; /* by --max-steps */
+} epoch_t;
+
+/* 1 on every rank when any rank's `failed` is set; the lowest failing rank
+ * prints L->err. -1 when the collective itself fails. */
+static int any_failed(loop_t *L, int failed, const char *name)
+{
+    int32_t lowest = failed ? L->rank : L->size, got = L->size;
+    if (hvd_allreduce(&lowest, &got, 1, HVD_INT32, HVD_MIN, name) != HVD_OK)
+        return -1;
+    if (got < L->size && got == L->rank)
+        fprintf(stderr, "%s: %s\n", L->cfg->name, L->err);
+    return got < L->size;
+}
+
+static void format_duration(double s, char *buf, size_t n)
+{
+    if (!(s >= 0) || s > 1e7) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+/* n images in x, as the model sees them: normalised unless turned off. */
+static void prepare_inputs(const loop_t *L, float *x, size_t n)
+{
+    const train_loop_config_t *c = L->cfg;
+    if (L->opt.normalize) /* statistics checked at start-up */
+        data_normalize(x, n, c->channels, c->height * c->width, c->mean,
+                       c->std);
+}
+
+/* ---- set-up ---- */
+
+/* Both splits on every rank, of the configured image shape; 0 or 1. */
+static int load_data(loop_t *L)
+{
+    const train_loop_config_t *c = L->cfg;
+    int status = c->load(&L->train, L->opt.data, DATA_TRAIN, L->err,
+                         sizeof L->err);
+    if (status == 0)
+        status = c->load(&L->test, L->opt.data, DATA_TEST, L->err,
+                         sizeof L->err);
+    for (int s = 0; s < 2 && status == 0; s++) {
+        const data_set_t *ds = s ? &L->test : &L->train;
+        if (ds->channels != c->channels || ds->height != c->height ||
+            ds->width != c->width) {
+            snprintf(L->err, sizeof L->err, "%s: %s images are %zux%zux%zu, "
+                     "not %zux%zux%zu", L->opt.data, s ? "test" : "training",
+                     ds->channels, ds->height, ds->width, c->channels,
+                     c->height, c->width);
+            status = DATA_ERR_FORMAT;
+        }
+    }
+    if (any_failed(L, status != 0, "train_loop.data") != 0) return 1;
+    if (L->opt.train_limit > 0 && (size_t)L->opt.train_limit < L->train.count)
+        L->train.count = (size_t)L->opt.train_limit;
+    return 0;
+}
+
+/* Model, SGD, batch buffers, DistributedOptimizer and shard; 0 or 1. */
+static int build(loop_t *L)
+{
+    const train_loop_config_t *c = L->cfg;
+    const train_loop_options_t *o = &L->opt;
+    int status = model_init_shape(&L->m, o->model, (int)c->channels,
+                                  (int)c->height, (int)c->width,
+                                  (int)o->batch_size, o->seed);
+    if (status == MODEL_OK)
+        status = model_sgd_init(&L->sgd, L->m.param_count, (float)o->lr,
+                                MOMENTUM, 0.0f, 0);
+    if (status != MODEL_OK) {
+        if (L->rank == 0)
+            fprintf(stderr, "%s: model %s: %s\n", c->name, o->model,
+                    model_strerror(status));
+        return 1;
+    }
+    if (c->ckpt_tag)
+        snprintf(L->kind, sizeof L->kind, "%s.%s", L->m.kind, c->ckpt_tag);
+    else
+        snprintf(L->kind, sizeof L->kind, "%s", L->m.kind);
+    L->xbuf = malloc((size_t)o->batch_size * (size_t)L->m.in_count *
+                     sizeof *L->xbuf);
+    L->ybuf = malloc((size_t)o->batch_size * sizeof *L->ybuf);
+    if (!L->xbuf || !L->ybuf) {
+        fprintf(stderr, "%s: out of memory\n", c->name);
+        return 1;
+    }
+    L->sctx = (trainer_sgd_t){&L->m, &L->sgd};
+    status = trainer_dist_opt_create(&L->dopt, &L->sctx, NULL);
+    if (status != HVD_OK) {
+        fprintf(stderr, "%s: hvd_dist_opt_create: %s\n", c->name,
+                hvd_strerror(status));
+        return 1;
+    }
+    status = data_shard_init(&L->shard, L->train.count, (size_t)L->rank,
+                             (size_t)L->size, (size_t)o->batch_size, o->seed);
+    if (status != 0) {
+        fprintf(stderr, "%s: sharding: %s\n", c->name, data_strerror(status));
+        return 1;
+    }
+    return 0;
+}
+
+/* What a checkpoint holds of the loop (epoch and RNG state filled in by
+ * the caller when writing). */
+static ckpt_state_t ckpt_state(loop_t *L)
+{
+    return (ckpt_state_t){.kind = L->kind, .param_count = L->m.param_count,
+                          .params = L->m.param_slab,
+                          .velocity_count = L->sgd.velocity ? L->sgd.count
+                                                            : 0,
+                          .velocity = L->sgd.velocity};
+}
+
+/* Rank 0's state, from the checkpoint on --resume, to every rank; the
+ * epoch to start at into *start_epoch. 0 or 1. */
+static int initial_state(loop_t *L, int64_t *start_epoch)
+{
+    const char *name = L->cfg->name;
+    int status;
+    *start_epoch = 0;
+    if (L->opt.resume) {
+        int64_t info[3] = {0, 0, 0}; /* status, epoch, rng state */
+        if (L->rank == 0) {
+            ckpt_state_t st = ckpt_state(L);
+            info[0] = ckpt_read(L->opt.checkpoint, &st, L->err,
+                                sizeof L->err);
+            if (info[0] != 0)
+                fprintf(stderr, "%s: --resume: %s\n", name, L->err);
+            info[1] = st.epoch;
+            info[2] = (int64_t)st.rng_state;
+        }
+        status = hvd_broadcast(info, 3, HVD_INT64, 0, "train_loop.resume");
+        if (status != HVD_OK || info[0] != 0) return 1;
+        *start_epoch = info[1];
+        L->m.rng_state = (uint64_t)info[2];
+        if (L->sgd.velocity) {
+            status = hvd_broadcast_optimizer_state(L->sgd.velocity,
+                                                   L->sgd.count, 0);
+            if (status != HVD_OK) {
+                fprintf(stderr, "%s: broadcast of the optimizer state: %s\n",
+                        name, hvd_strerror(status));
+                return 1;
+            }
+        }
+        if (L->rank == 0)
+            printf("resumed from %s at epoch %lld\n", L->opt.checkpoint,
+                   (long long)*start_epoch);
+    }
+    status = hvd_broadcast_parameters(L->m.param_slab, L->m.param_count, 0);
+    if (status != HVD_OK) {
+        fprintf(stderr, "%s: broadcast of the parameters: %s\n", name,
+                hvd_strerror(status));
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- one epoch ---- */
+
+/* Rank 0's progress line after step b of the epoch. */
+static void show_progress(loop_t *L, int64_t epoch, double t_epoch,
+                          double *t_win, double loss_win, long long steps_win,
+                          double images_win)
+{
+    double t = trainer_now();
+    double elapsed = L->train_time + (t - t_epoch);
+    double left = elapsed / (double)L->done_steps *
+                  (double)(L->run_steps - L->done_steps);
+    char eta[32];
+    format_duration(left, eta, sizeof eta);
+    printf("%sstep %lld/%lld  epoch %lld  loss %.4f  %.0f images/s  "
+           "lr %.4g  left %s%s",
+           L->tty ? "\r" : "", L->gstep, L->end_step, (long long)epoch + 1,
+           loss_win / (double)steps_win,
+           images_win / (t - *t_win > 0 ? t - *t_win : 1e-9),
+           (double)L->sgd.lr, eta, L->tty ? "\033[K" : "\n");
+    fflush(stdout);
+    *t_win = t;
+}
+
+/* One forward, loss, backward and DistributedOptimizer step on the n
+ * samples in L->xbuf / ybuf; 0 or 1. */
+static int train_step(loop_t *L, int n, float *loss)
+{
+    int status = model_forward(&L->m, L->xbuf, n, 1);
+    if (status == MODEL_OK) status = model_loss(&L->m, L->ybuf, n, loss);
+    if (status == MODEL_OK)
+        status = model_backward(&L->m, trainer_grad_hook, L->dopt);
+    if (status == 0) status = hvd_dist_opt_step(L->dopt);
+    if (status == 0) return 0;
+    fprintf(stderr, "%s: rank %d: step %lld: %s\n", L->cfg->name, L->rank,
+            L->gstep, status > -8 ? hvd_strerror(status)
+                                  : model_strerror(status));
+    return 1;
+}
+
+/* Trains epoch `epoch` up to its end or end_step; 0 or 1. */
+static int train_epoch(loop_t *L, int64_t epoch, epoch_t *e)
+{
+    long long log_every = L->spe / 10 > 0 ? (long long)L->spe / 10 : 1;
+    *e = (epoch_t){0};
+    data_shard_set_epoch(&L->shard, (uint64_t)epoch);
+    double t_epoch = trainer_now(), t_win = t_epoch, loss_win = 0;
+    double images_win = 0;
+    long long steps_win = 0;
+    for (size_t b = 0; b < L->spe; b++) {
+        if (L->gstep >= L->end_step) {
+            e->stopped = 1;
+            break;
+        }
+        const size_t *idx;
+        size_t n = data_shard_batch(&L->shard, b, &idx);
+        data_gather(&L->train, idx, n, L->xbuf, L->ybuf);
+        prepare_inputs(L, L->xbuf, n);
+        L->sgd.lr = schedule_lr(L->opt.lr, L->size,
+                                (double)epoch + (double)b / (double)L->spe);
+        float loss = 0;
+        if (train_step(L, (int)n, &loss)) return 1;
+        L->gstep++;
+        L->done_steps++;
+        steps_win++;
+        e->steps++;
+        loss_win += loss;
+        e->loss_sum += loss;
+        images_win += (double)n * L->size;
+        e->images += (double)n * L->size;
+        if (L->rank != 0) continue;
+        int last = b + 1 == L->spe || L->gstep == L->end_step;
+        int show = L->tty ? (trainer_now() - t_win >= 0.25 || last)
+                          : (L->gstep % log_every == 0 || last);
+        if (!show) continue;
+        show_progress(L, epoch, t_epoch, &t_win, loss_win, steps_win,
+                      images_win);
+        loss_win = 0;
+        steps_win = 0;
+        images_win = 0;
+    }
+    e->time = trainer_now() - t_epoch;
+    L->train_time += e->time;
+    L->total_images += e->images;
+    return 0;
+}
+
+/* Test accuracy and loss, each rank over a contiguous part of the test
+ * set, reduced; rank 0 prints the epoch's line. 0 or 1. */
+static int evaluate(loop_t *L, int64_t epoch, const epoch_t *e)
+{
+    const data_set_t *t = &L->test;
+    size_t bs = (size_t)L->opt.batch_size, per = data_image_count(t);
+    size_t lo = t->count * (size_t)L->rank / (size_t)L->size;
+    size_t hi = t->count * (size_t)(L->rank + 1) / (size_t)L->size;
+    double sums[4] = {0, 0, 0, 0}; /* correct, count, loss sum, train loss */
+    for (size_t i = lo; i < hi; i += bs) {
+        int n = (int)(hi - i < bs ? hi - i : bs), correct = 0;
+        float loss = 0;
+        memcpy(L->xbuf, t->images + i * per, (size_t)n * per * sizeof(float));
+        prepare_inputs(L, L->xbuf, (size_t)n);
+        int status = model_forward(&L->m, L->xbuf, n, 0);
+        if (status == MODEL_OK)
+            status = model_predict(&L->m, NULL, t->labels + i, &correct);
+        if (status == MODEL_OK)
+            status = model_loss(&L->m, t->labels + i, n, &loss);
+        if (status != MODEL_OK) {
+            fprintf(stderr, "%s: rank %d: evaluation: %s\n", L->cfg->name,
+                    L->rank, model_strerror(status));
+            return 1;
+        }
+        sums[0] += correct;
+        sums[1] += n;
+        sums[2] += (double)loss * n;
+    }
+    sums[3] = e->steps ? e->loss_sum / (double)e->steps : 0;
+    double tot[4];
+    int status = hvd_allreduce(sums, tot, 4, HVD_FLOAT64, HVD_SUM,
+                               "train_loop.eval");
+    if (status != HVD_OK) {
+        fprintf(stderr, "%s: rank %d: allreduce of the test results: %s\n",
+                L->cfg->name, L->rank, hvd_strerror(status));
+        return 1;
+    }
+    L->last_acc = tot[1] > 0 ? tot[0] / tot[1] : 0;
+    if (L->rank == 0) {
+        printf("%sepoch %lld/%lld  train_loss %.4f  test_loss %.4f  "
+               "test_acc %.4f  (%.0f/%.0f)  time %.1f s  %.0f images/s%s\n",
+               L->tty ? "\r" : "", (long long)epoch + 1, L->opt.epochs,
+               tot[3] / L->size, tot[1] > 0 ? tot[2] / tot[1] : 0,
+               L->last_acc, tot[0], tot[1], e->time,
+               e->images / (e->time > 0 ? e->time : 1e-9),
+               e->stopped ? "  (stopped by --max-steps)" : "");
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* Rank 0 writes the checkpoint of `epochs_done` complete epochs; every
+ * rank learns whether it worked. 0 or 1. */
+static int checkpoint(loop_t *L, int64_t epochs_done)
+{
+    int32_t ck = 0;
+    if (L->rank == 0) {
+        ckpt_state_t st = ckpt_state(L);
+        st.epoch = epochs_done;
+        st.rng_state = L->m.rng_state;
+        ck = ckpt_write(L->opt.checkpoint, &st, L->err, sizeof L->err);
+        if (ck != 0) fprintf(stderr, "%s: %s\n", L->cfg->name, L->err);
+    }
+    int status = hvd_broadcast(&ck, 1, HVD_INT32, 0, "train_loop.checkpoint");
+    return status != HVD_OK || ck != 0;
+}
+
+/* ---- the program ---- */
+
+/* Steps, the first line of output, and the epochs; 0 or 1. */
+static int run(loop_t *L, int64_t start_epoch)
+{
+    const train_loop_options_t *o = &L->opt;
+    L->spe = data_shard_batch_count(&L->shard);
+    long long first_step = start_epoch * (long long)L->spe;
+    L->end_step = o->epochs * (long long)L->spe;
+    if (o->max_steps > 0 && o->max_steps < L->end_step)
+        L->end_step = o->max_steps;
+    L->run_steps = L->end_step > first_step ? L->end_step - first_step : 0;
+    L->gstep = first_step;
+    if (L->rank == 0) {
+        char sched[128];
+        schedule_describe(o->lr, L->size, sched, sizeof sched);
+        printf("%s: %s, %zu parameters, %d rank%s, batch %lld per rank, %zu "
+               "training images (%zu steps per epoch), %zu test images, %s, "
+               "%s inputs\n",
+               L->cfg->name, o->model, L->m.param_count, L->size,
+               L->size == 1 ? "" : "s", o->batch_size, L->train.count, L->spe,
+               L->test.count, sched, o->normalize ? "normalized" : "raw");
+        if (L->run_steps == 0)
+            printf("nothing to do: epoch %lld of %lld reached\n",
+                   (long long)start_epoch, o->epochs);
+        fflush(stdout);
+    }
+    for (int64_t epoch = start_epoch; epoch < o->epochs &&
+                                      L->gstep < L->end_step; epoch++) {
+        epoch_t e;
+        if (train_epoch(L, epoch, &e) || evaluate(L, epoch, &e)) return 1;
+        if (o->checkpoint && !e.stopped && e.steps == (long long)L->spe &&
+            checkpoint(L, epoch + 1))
+            return 1;
+    }
+    if (L->rank == 0 && L->done_steps > 0) {
+        double rate = L->total_images /
+                      (L->train_time > 0 ? L->train_time : 1e-9);
+        printf("done: %lld steps, %.0f images in %.1f s of training: %.0f "
+               "images/s (%.0f per rank), test_acc %.4f\n",
+               L->done_steps, L->total_images, L->train_time, rate,
+               rate / L->size, L->last_acc);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* Flags and the checks that need no data: -1 to go on, else the exit
+ * status. */
+static int check_flags(loop_t *L, int argc, char **argv)
+{
+    const train_loop_config_t *c = L->cfg;
+    const train_loop_options_t *o = &L->opt;
+    if (train_loop_parse_flags(c, argc, argv, &L->opt, L->err,
+                               sizeof L->err) != 0) {
+        if (L->rank == 0)
+            fprintf(stderr, "%s: %s\n(try --help)\n", c->name, L->err);
+        return 2;
+    }
+    if (o->help) {
+        if (L->rank == 0) train_loop_usage(c, stdout);
+        return 0;
+    }
+    if (strcmp(o->device, "cpu") != 0) {
+        if (L->rank == 0)
+            fprintf(stderr, "%s: --device %s: not supported yet; this build "
+                    "trains on the CPU only (--device cpu)\n", c->name,
+                    o->device);
+        return 2;
+    }
+    float probe = 0; /* zero planes: only the constants are checked */
+    if (c->channels < 1 || c->channels > TRAIN_LOOP_CHANNELS_MAX ||
+        data_normalize(&probe, 1, c->channels, 0, c->mean, c->std) != 0) {
+        fprintf(stderr, "%s: bad normalisation constants in the program\n",
+                c->name);
+        return 1;
+    }
+    L->tty = L->rank == 0 &&
+             (!strcmp(o->progress, "bar") ||
+              (!strcmp(o->progress, "auto") && isatty(STDOUT_FILENO)));
+    return -1;
+}
+
+int train_loop_main(const train_loop_config_t *cfg, int argc, char **argv)
+{
+    trainer_one_blas_thread(); /* before the first BLAS call */
+
+    int status = hvd_init(&argc, &argv);
+    if (status != HVD_OK) {
+        fprintf(stderr, "%s: hvd_init: %s\n", cfg->name, hvd_strerror(status));
+        return 1;
+    }
+    loop_t *L = calloc(1, sizeof *L);
+    int rc = 1;
+    if (!L) {
+        fprintf(stderr, "%s: out of memory\n", cfg->name);
+        goto out;
+    }
+    L->cfg = cfg;
+    L->rank = hvd_rank();
+    L->size = hvd_size();
+    L->last_acc = -1;
+    rc = check_flags(L, argc, argv);
+    if (rc >= 0) goto out;
+    rc = 1;
+    int64_t start_epoch;
+    if (load_data(L) || build(L) || initial_state(L, &start_epoch) ||
+        run(L, start_epoch))
+        goto out;
+    rc = 0;
+
+out:
+    if (L) {
+        hvd_dist_opt_free(&L->dopt);
+        data_shard_free(&L->shard);
+        model_sgd_free(&L->sgd);
+        model_free(&L->m);
+        data_free(&L->train);
+        data_free(&L->test);
+        free(L->xbuf);
+        free(L->ybuf);
+        free(L);
+    }
+    status = hvd_shutdown();
+    if (status != HVD_OK && rc == 0) rc = 1;
+    return rc;
+}
