@@ -1,7 +1,8 @@
 # test/script_lib.sh: what the script tests (test/*.sh) share, sourced
 # by them, not run: a scratch folder removed on exit, one launch of a test
-# program through test/mpirun.sh with its exit status sorted, and the
-# verdict at the end.
+# program through test/mpirun.sh with its exit status sorted, one that
+# must fail with a given status and message, the resume check of the
+# training programs, and the verdict at the end.
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # Left out: what each script checks in the program's output.
 # shellcheck shell=sh
@@ -31,6 +32,52 @@ script_launch() {
     77 | 99) exit $status ;;
     *) echo "FAIL: $what: ${2##*/} exited $status" >&2; rc=1 ;;
     esac
+}
+
+# script_expect WHAT STATUS PATTERN NP PROGRAM [ARGS...]: runs PROGRAM as
+# script_launch does, expecting it to fail: it must exit STATUS and its
+# stderr match the grep pattern PATTERN; otherwise "FAIL: WHAT: ..." with
+# the stderr, and rc=1. Its stdout is kept in $dir/out.
+script_expect() {
+    what=$1 want=$2 pattern=$3
+    shift 3
+    echo "$*" > "$dir/spec"
+    sh "${srcdir:-.}/test/mpirun.sh" "$dir/spec" > "$dir/out" 2> "$dir/err"
+    status=$?
+    case $status in 77 | 99) cat "$dir/err" >&2; exit $status ;; esac
+    if test "$status" -ne "$want"; then
+        echo "FAIL: $what: exited $status, expected $want" >&2
+        cat "$dir/err" >&2
+        rc=1
+    elif ! grep -q -e "$pattern" "$dir/err"; then
+        echo "FAIL: $what: stderr does not match \"$pattern\":" >&2
+        cat "$dir/err" >&2
+        rc=1
+    else
+        echo "expected ($what): $(grep -m 1 -e "$pattern" "$dir/err")"
+    fi
+}
+
+# script_resume_equal NP PROGRAM [ARGS...]: a training program's bitwise
+# resume: 2 epochs straight ($dir/a.ckpt) and 1 epoch ($dir/b1.ckpt kept)
+# + --resume + 1 epoch ($dir/b.ckpt) must end with equal checkpoints, and
+# the epoch-1 one must differ from them; otherwise "FAIL: ..." and rc=1.
+script_resume_equal() {
+    np=$1
+    shift
+    script_launch "2 epochs" "$np" "$@" --epochs 2 --checkpoint "$dir/a.ckpt"
+    script_launch "1 epoch" "$np" "$@" --epochs 1 --checkpoint "$dir/b.ckpt"
+    cp "$dir/b.ckpt" "$dir/b1.ckpt"
+    script_launch "resume" "$np" "$@" --epochs 2 \
+        --checkpoint "$dir/b.ckpt" --resume
+    if ! cmp "$dir/a.ckpt" "$dir/b.ckpt"; then
+        echo "FAIL: 2 epochs and 1 + resume + 1 differ" >&2
+        rc=1
+    fi
+    if cmp -s "$dir/a.ckpt" "$dir/b1.ckpt"; then
+        echo "FAIL: the epoch-1 checkpoint equals the epoch-2 one" >&2
+        rc=1
+    fi
 }
 
 # script_finish NAME: says "NAME ok" when nothing failed; exits with rc.
