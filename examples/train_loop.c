@@ -26,18 +26,23 @@
 #define WARMUP_EPOCHS 1.0
 
 /* The learning rate at `epoch` (fractional: epoch + step / steps per
- * epoch): the linear scaling rule, warmed up from base_lr to base_lr x
- * ranks over the first WARMUP_EPOCHS (Goyal et al.). */
-static float schedule_lr(double base_lr, int ranks, double epoch)
+ * epoch) of a run of total_epochs: the linear scaling rule, warmed up from
+ * base_lr to base_lr x ranks over the first WARMUP_EPOCHS (Goyal et al.),
+ * then a cosine decay to 0 at the end. The decay took Fashion-MNIST's test
+ * accuracy after 5 epochs from 0.865 to 0.881-0.885 (mlp) and from 0.901
+ * to 0.919 (cnn); bench/README.md has the runs. */
+static float schedule_lr(double base_lr, int ranks, double epoch,
+                         double total_epochs)
 {
-    return model_lr_warmup((float)base_lr, ranks, WARMUP_EPOCHS, epoch);
+    float lr = model_lr_warmup((float)base_lr, ranks, WARMUP_EPOCHS, epoch);
+    return model_lr_cosine(lr, WARMUP_EPOCHS, total_epochs, epoch);
 }
 
 /* The schedule in words, for the first line of output. */
 static void schedule_describe(double base_lr, int ranks, char *buf, size_t n)
 {
-    snprintf(buf, n, "lr %g x %d after %g warm-up epoch", base_lr, ranks,
-             WARMUP_EPOCHS);
+    snprintf(buf, n, "lr %g x %d after %g warm-up epoch, cosine decay",
+             base_lr, ranks, WARMUP_EPOCHS);
 }
 
 /* ---- the loop's state ---- */
@@ -284,7 +289,8 @@ static int train_epoch(loop_t *L, int64_t epoch, epoch_t *e)
         data_gather(&L->train, idx, n, L->xbuf, L->ybuf);
         prepare_inputs(L, L->xbuf, n);
         L->sgd.lr = schedule_lr(L->opt.lr, L->size,
-                                (double)epoch + (double)b / (double)L->spe);
+                                (double)epoch + (double)b / (double)L->spe,
+                                (double)L->opt.epochs);
         float loss = 0;
         if (train_step(L, (int)n, &loss)) return 1;
         L->gstep++;

@@ -180,4 +180,11 @@ int model_sgd_step(model_sgd_t *opt, float *params, const float *grads);
 float model_lr_warmup(float base_lr, int num_ranks, double warmup_epochs,
                       double epoch);
 
+/* Cosine decay (Loshchilov and Hutter's SGDR, one cycle without restart):
+ * lr until from_epoch, then lr * (1 + cos(pi * t)) / 2 with t going from 0
+ * at from_epoch to 1 at to_epoch, and 0 after. to_epoch <= from_epoch
+ * means no decay. A pure function. */
+float model_lr_cosine(float lr, double from_epoch, double to_epoch,
+                      double epoch);
+
 #endif /* HVD_MODEL_H */

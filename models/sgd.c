@@ -3,6 +3,7 @@
  * The momentum buffer is one allocation so it can be broadcast and
  * checkpointed as a single range.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "models/model.h"
@@ -58,4 +59,13 @@ float model_lr_warmup(float base_lr, int num_ranks, double warmup_epochs,
     if (warmup_epochs <= 0 || epoch >= warmup_epochs) return (float)target;
     if (epoch < 0) epoch = 0;
     return (float)(base_lr + (target - base_lr) * (epoch / warmup_epochs));
+}
+
+float model_lr_cosine(float lr, double from_epoch, double to_epoch,
+                      double epoch)
+{
+    if (to_epoch <= from_epoch || epoch <= from_epoch) return lr;
+    if (epoch >= to_epoch) return 0.0f;
+    double t = (epoch - from_epoch) / (to_epoch - from_epoch);
+    return (float)(lr * 0.5 * (1.0 + cos(acos(-1.0) * t)));
 }

@@ -351,6 +351,18 @@ static void test_warmup(void)
     NEAR(model_lr_warmup(0.1f, 1, 5, 1), 0.1, 1e-7);
 }
 
+static void test_cosine(void)
+{
+    NEAR(model_lr_cosine(0.4f, 1, 5, 0.5), 0.4, 1e-7);
+    NEAR(model_lr_cosine(0.4f, 1, 5, 1), 0.4, 1e-7);
+    NEAR(model_lr_cosine(0.4f, 1, 5, 2), 0.4 * (1 + cos(acos(-1.0) / 4)) / 2, 1e-7);
+    NEAR(model_lr_cosine(0.4f, 1, 5, 3), 0.2, 1e-7);
+    NEAR(model_lr_cosine(0.4f, 1, 5, 4.999999), 0.0, 1e-7);
+    NEAR(model_lr_cosine(0.4f, 1, 5, 5), 0.0, 0);
+    NEAR(model_lr_cosine(0.4f, 1, 5, 7), 0.0, 0);
+    NEAR(model_lr_cosine(0.4f, 5, 5, 7), 0.4, 1e-7); /* no decay */
+}
+
 /* ---- a few steps of training lower the loss ---- */
 
 static void test_training(const char *kind, int steps)
@@ -415,6 +427,7 @@ int main(void)
     test_errors();
     test_sgd();
     test_warmup();
+    test_cosine();
     test_training("mlp", 30);
     test_training("cnn", 30);
     if (!test_failures) printf("models ok\n");

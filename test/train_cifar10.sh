@@ -64,7 +64,7 @@ train() {
 }
 train "mlp at 2 ranks" 2 --model mlp
 train "cnn at 3 ranks" 3 --model cnn
-train "mlp at 2 ranks, raw inputs" 2 --model mlp --normalize off
+train "mlp at 2 ranks, normalized inputs" 2 --model mlp --normalize on
 
 # Resume: bitwise the same as the straight run.
 script_resume_equal 2 $prog $common
