@@ -187,8 +187,13 @@ int hvd_wait(hvd_handle_t handle)
 {
     if (!handle) return HVD_ERR_ARG;
     pthread_mutex_lock(&hvd__engine.mu);
-    while (!handle->done)
-        pthread_cond_wait(&hvd__engine.done_cv, &hvd__engine.mu);
+    if (!handle->done) {
+        hvd__engine.waiters++; /* ends the engine's wait for more requests */
+        pthread_cond_signal(&hvd__engine.wake_cv);
+        while (!handle->done)
+            pthread_cond_wait(&hvd__engine.done_cv, &hvd__engine.mu);
+        hvd__engine.waiters--;
+    }
     pthread_mutex_unlock(&hvd__engine.mu);
     int status = handle->status;
     free(handle);

@@ -20,9 +20,12 @@
  * Both paths give every rank the same ordered list of responses, which
  * execute.c runs (fusing allreduces) and which complete the handles.
  * A joined rank sets every cache bit and takes part in whatever the others
- * do with zeros. Between cycles the thread sleeps on a condition variable;
- * while waiting for other ranks it polls its non-blocking MPI call with
- * short sleeps, so an idle engine does not take a core from training.
+ * do with zeros. Between cycles the thread sleeps on a condition variable
+ * until the cycle period ends or a request comes; while requests wait for
+ * other ranks it cycles back to back instead, so that they run as soon as
+ * the last rank makes them. Waiting for other ranks, it polls its
+ * non-blocking MPI call with short sleeps, so the engine does not take a
+ * core from training.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -189,7 +192,7 @@ static void hvd__cache_drop(int s)
 /* ---- one cycle ---- */
 
 /* The bits every rank contributes; see the top of the file. */
-enum { HVD__AND_SHUTDOWN = 1, HVD__AND_JOINED = 2 };
+enum { HVD__AND_SHUTDOWN = 1, HVD__AND_JOINED = 2, HVD__AND_BUSY = 4 };
 enum { HVD__OR_COORDINATE = 1 };
 typedef struct {
     uint64_t and_flags, or_flags_inv;
@@ -201,6 +204,8 @@ typedef struct {
     hvd__list_t pending;  /* this rank's requests, oldest first */
     hvd_handle_t join;    /* this rank's hvd_join, while it waits */
     int shutdown;         /* all ranks asked: leave the loop */
+    size_t ran;           /* responses the last cycle ran */
+    int all_busy;         /* in the last cycle every rank had requests */
 } hvd__loop_t;
 
 static void hvd__set_bit(uint64_t *words, int bit)
@@ -220,6 +225,7 @@ static void hvd__fill_bits(hvd__loop_t *loop, hvd__bits_t *bits, double now)
     pthread_mutex_lock(&hvd__engine.mu);
     if (hvd__engine.shutdown_requested) bits->and_flags |= HVD__AND_SHUTDOWN;
     pthread_mutex_unlock(&hvd__engine.mu);
+    if (loop->pending.len > 0) bits->and_flags |= HVD__AND_BUSY;
     if (loop->join) {
         bits->and_flags |= HVD__AND_JOINED;
         memset(bits->ready, 0xff, sizeof bits->ready);
@@ -260,6 +266,7 @@ static int hvd__run_plan(hvd__loop_t *loop, const hvd__plan_t *plan,
         }
         int status = hvd__execute(resp, &loop->pending, loop->join != NULL,
                                   ready_s);
+        loop->ran++;
         if (status != HVD_OK && status != resp->head.status)
             return status; /* MPI failed: the engine cannot go on */
         if (cache_them && resp->head.status == HVD_OK)
@@ -314,6 +321,7 @@ static int hvd__cycle(hvd__loop_t *loop)
 
     hvd__take_incoming(loop, now);
     hvd__fill_bits(loop, &bits, now);
+    loop->ran = 0;
     if (MPI_Iallreduce(&bits, &all, sizeof bits / 8, MPI_UINT64_T, MPI_BAND,
                        hvd__engine.comm, &request) != MPI_SUCCESS)
         return HVD_ERR_MPI;
@@ -340,6 +348,7 @@ static int hvd__cycle(hvd__loop_t *loop)
     }
     hvd__pending_compact(&loop->pending);
     loop->shutdown = (all.and_flags & HVD__AND_SHUTDOWN) != 0;
+    loop->all_busy = (all.and_flags & HVD__AND_BUSY) != 0;
     return HVD_OK;
 }
 
@@ -358,38 +367,49 @@ static void hvd__fail_all(hvd__loop_t *loop, int status)
 
 static pthread_t hvd__thread;
 
-/* Sleeps until `until` (hvd__now's clock), or shutdown. An idle engine
- * also wakes when a request arrives, then lets the burst it starts (a
- * backward pass submits many) finish, so that the requests land in one
- * cycle and fuse: it waits until no request came for a short quiet spell. */
-static void hvd__sleep(double until, int idle)
+/* Waits on cv (with hvd__engine.mu held) until signalled or until `until`
+ * on hvd__now's clock: 0, or ETIMEDOUT. The static condition variables
+ * time out on the realtime clock, hence the conversion. */
+static int hvd__cond_wait_until(pthread_cond_t *cv, double until)
 {
-    const double quiet_s = 100e-6;
+    double left = until - hvd__now();
+    if (left <= 0) return ETIMEDOUT;
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
-    double left = until - hvd__now();
-    if (left <= 0) return;
     deadline.tv_sec += (time_t)left;
     deadline.tv_nsec += (long)((left - (double)(time_t)left) * 1e9);
     if (deadline.tv_nsec >= 1000000000L) {
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000L;
     }
+    return pthread_cond_timedwait(cv, &hvd__engine.mu, &deadline) ==
+                   ETIMEDOUT
+               ? ETIMEDOUT
+               : 0;
+}
+
+/* Sleeps until `until` (hvd__now's clock), a new request, or shutdown.
+ * After a request it lets the burst that request starts (a backward pass
+ * submits many) finish, so that they land in one cycle and fuse: it waits
+ * until no request came for a short quiet spell, or until a caller waits
+ * on a handle (then the burst is over: hvd_dist_opt_step waits once all
+ * gradients are in). */
+static void hvd__sleep(double until)
+{
+    const double quiet_s = 100e-6;
     pthread_mutex_lock(&hvd__engine.mu);
-    while (!hvd__engine.shutdown_requested &&
-           !(idle && hvd__engine.incoming) &&
-           pthread_cond_timedwait(&hvd__engine.wake_cv, &hvd__engine.mu,
-                                  &deadline) != ETIMEDOUT)
+    while (!hvd__engine.shutdown_requested && !hvd__engine.incoming &&
+           hvd__cond_wait_until(&hvd__engine.wake_cv, until) == 0)
         ;
     for (;;) {
         uint64_t seen = hvd__engine.nsubmitted;
-        if (!idle || !hvd__engine.incoming || hvd__engine.shutdown_requested ||
-            hvd__now() + quiet_s > until)
+        if (!hvd__engine.incoming || hvd__engine.shutdown_requested ||
+            hvd__engine.waiters > 0 || hvd__now() + quiet_s > until)
             break;
-        pthread_mutex_unlock(&hvd__engine.mu);
-        struct timespec nap = {0, (long)(quiet_s * 1e9)};
-        nanosleep(&nap, NULL);
-        pthread_mutex_lock(&hvd__engine.mu);
+        double spell_end = hvd__now() + quiet_s;
+        while (!hvd__engine.waiters && hvd__engine.nsubmitted == seen &&
+               hvd__cond_wait_until(&hvd__engine.wake_cv, spell_end) == 0)
+            ;
         if (hvd__engine.nsubmitted == seen) break;
     }
     pthread_mutex_unlock(&hvd__engine.mu);
@@ -405,7 +425,16 @@ static void *hvd__engine_main(void *arg)
         double start = hvd__now();
         status = hvd__cycle(&loop);
         if (status != HVD_OK || loop.shutdown) break;
-        hvd__sleep(start + period, loop.pending.len == 0);
+        /* Requests left over: when the cycle ran something, or some rank
+         * had none (it is still computing), cycle again at once. The next
+         * cycle's MPI_Iallreduce completes only when every rank has
+         * entered it, so this waits for the others instead of spinning,
+         * and the requests run as soon as the last rank has made them,
+         * not a cycle period later. When every rank has requests and
+         * none can run, only a new request or time changes that. */
+        if (loop.pending.len > 0 && (loop.ran > 0 || !loop.all_busy))
+            continue;
+        hvd__sleep(start + period);
     }
     if (status != HVD_OK) {
         /* A stall or a broken MPI: every rank got the same plan or error,

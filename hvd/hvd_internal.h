@@ -119,6 +119,8 @@ typedef struct {
     uint64_t nsubmitted;      /* requests queued so far: bursts end when
                                  it stops moving */
     hvd__index_t inflight;    /* every handle not yet done, for duplicates */
+    int waiters;              /* callers blocked in hvd_wait: no more
+                                 requests are coming from them */
     int shutdown_requested;
     int stalled;              /* HVD_ERR_STALL: every later call fails */
 } hvd__engine_t;
