@@ -138,7 +138,7 @@ static int train_step(model_t *m, hvd_dist_opt_t *dopt, const float *x,
 
 int main(int argc, char **argv)
 {
-    trainer_one_blas_thread(); /* before the first BLAS call */
+    trainer_setup_cpu(); /* before the first BLAS call */
 
     int status = hvd_init(&argc, &argv);
     if (status != HVD_OK) {

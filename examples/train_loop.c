@@ -470,7 +470,7 @@ static int check_flags(loop_t *L, int argc, char **argv)
 
 int train_loop_main(const train_loop_config_t *cfg, int argc, char **argv)
 {
-    trainer_one_blas_thread(); /* before the first BLAS call */
+    trainer_setup_cpu(); /* before the first BLAS call */
 
     int status = hvd_init(&argc, &argv);
     if (status != HVD_OK) {

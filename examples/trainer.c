@@ -12,12 +12,13 @@
 /* OpenBLAS's thread count; weak, so the program links with other BLAS. */
 void openblas_set_num_threads(int num_threads) __attribute__((weak));
 
-void trainer_one_blas_thread(void)
+void trainer_setup_cpu(void)
 {
     /* The variable alone is too late for an OpenBLAS already loaded. */
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     setenv("OMP_NUM_THREADS", "1", 0);
     if (openblas_set_num_threads) openblas_set_num_threads(1);
+    model_flush_denormals();
 }
 
 double trainer_now(void)

@@ -1,8 +1,8 @@
 /* examples/trainer.h: what the training programs (train_loop.c,
- * synthetic_benchmark) share: one BLAS thread per rank, flag parsing in the
- * "--flag value" / "--flag=value" style, a clock, and the glue between a
- * model's SGD and hvd's DistributedOptimizer (the wrapped step and the
- * backward hook). Prefix trainer_. */
+ * synthetic_benchmark) share: one BLAS thread per rank and no denormals,
+ * flag parsing in the "--flag value" / "--flag=value" style, a clock, and
+ * the glue between a model's SGD and hvd's DistributedOptimizer (the
+ * wrapped step and the backward hook). Prefix trainer_. */
 #ifndef HVD_EXAMPLES_TRAINER_H
 #define HVD_EXAMPLES_TRAINER_H
 
@@ -10,8 +10,9 @@
 #include "hvd/hvd.h"
 #include "models/model.h"
 
-/* One BLAS thread per rank; call before the first BLAS call. */
-void trainer_one_blas_thread(void);
+/* The calling thread trains: one BLAS thread per rank (call before the
+ * first BLAS call) and denormals flushed to zero (model_flush_denormals). */
+void trainer_setup_cpu(void);
 
 /* Seconds on a monotonic clock. */
 double trainer_now(void);

@@ -15,6 +15,9 @@
 #include <string.h>
 #include "models/model.h"
 #include "models/model_internal.h"
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 const char *model_strerror(int status)
 {
@@ -26,6 +29,17 @@ const char *model_strerror(int status)
 #undef MODEL_STATUS_TEXT
     }
     return "unknown status";
+}
+
+int model_flush_denormals(void)
+{
+#if defined(__SSE__)
+    /* MXCSR bits: FTZ (15) and DAZ (6). */
+    _mm_setcsr(_mm_getcsr() | 0x8000u | 0x0040u);
+    return 1;
+#else
+    return 0;
+#endif
 }
 
 /* ---- model tables ---- */

@@ -399,8 +399,20 @@ static void test_training(const char *kind, int steps)
     free(x);
 }
 
+/* A denormal survives arithmetic until model_flush_denormals, then reads
+ * and results below FLT_MIN are zero. */
+static void test_flush_denormals(void)
+{
+    volatile float tiny = 1e-40f, one = 1.0f, half = 0.5f;
+    TEST_TRUE(tiny * one != 0.0f);
+    if (!model_flush_denormals()) return; /* no such mode on this CPU */
+    TEST_TRUE(tiny * one == 0.0f);
+    TEST_TRUE(1e-37f * half * (float)one * 1e-2f == 0.0f);
+}
+
 int main(void)
 {
+    test_flush_denormals();
     test_layout("mlp", 1, 28, 28, 6,
                 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10,
                 "fc1.weight", "fc3.bias");
