@@ -42,7 +42,7 @@ steps_cnn=${STEPS_CNN:-300}
 epochs=${EPOCHS:-0}
 batch=${BATCH:-64}
 data_dir=${DATA:-/usr/share/datasets/fashion-mnist}
-normalize=${NORMALIZE:-auto}
+normalize=${NORMALIZE:-off}
 results=${RESULTS:-$root/bench/results/compare_torch}
 run_timeout=${RUN_TIMEOUT:-1800}
 mpirun_args=${MPIRUN_ARGS:-"--allow-run-as-root --oversubscribe --bind-to none"}
@@ -63,8 +63,8 @@ usage: $0 [options]
   --batch-size B       samples per batch per rank (\$BATCH; 64)
   --data DIR           Fashion-MNIST IDX files, for both (\$DATA;
                        /usr/share/datasets/fashion-mnist)
-  --normalize on|off|auto  mean/std normalisation for both (\$NORMALIZE;
-                       auto: on when train_fmnist has --normalize, else off)
+  --normalize on|off   mean/std normalisation for both (\$NORMALIZE; off,
+                       train_fmnist's default)
   --results DIR        raw outputs and the table (\$RESULTS;
                        bench/results/compare_torch)
   --timeout S          seconds before a run is killed (\$RUN_TIMEOUT; 1800)
@@ -126,7 +126,7 @@ for n in $ranks; do
         bad "--ranks: \"$n\" is not a rank count"
     fi
 done
-case $normalize in on|off|auto) ;; *) bad "--normalize: \"$normalize\" (on, off or auto)" ;; esac
+case $normalize in on|off) ;; *) bad "--normalize: \"$normalize\" (on or off)" ;; esac
 
 # ---- what the runs need ----
 ours=$root/examples/train_fmnist
@@ -158,18 +158,8 @@ if ! "$python" -c 'import torch' >/dev/null 2>&1; then
 fi
 torch_version=$("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null)
 
-# Normalisation: the same for both; ours only has it with --normalize.
-ours_has_norm=0
-if "$ours" --help 2>/dev/null | grep -q -- '--normalize'; then ours_has_norm=1; fi
-if [ "$normalize" = auto ]; then
-    if [ $ours_has_norm = 1 ]; then normalize=on; else normalize=off; fi
-fi
-ours_norm_flag=
-if [ $ours_has_norm = 1 ]; then
-    ours_norm_flag="--normalize $normalize"
-elif [ "$normalize" = on ]; then
-    die "--normalize on: $ours has no --normalize flag yet (its pixels are /255 only); use --normalize off"
-fi
+# Normalisation: the same for both (ours trains on raw pixels by default).
+ours_norm_flag="--normalize $normalize"
 
 mkdir -p "$results" || die "cannot create $results"
 results=$(cd "$results" && pwd)

@@ -22,7 +22,8 @@ What is the same as train_fmnist (by construction, not by chance):
     per rank, the last one short;
   - SGD with momentum 0.9 (PyTorch's formula, which models/sgd.c copies),
     lr warmed up linearly from LR to LR x ranks over the first epoch, per
-    step (model_lr_warmup);
+    step (model_lr_warmup), then a cosine decay to 0 at the last epoch
+    (model_lr_cosine);
   - pixels byte / 255, then (x - 0.2860) / 0.3530 with --normalize on;
   - softmax cross-entropy, mean over the batch; DDP averages gradients;
   - the test set split into contiguous parts per rank, results summed;
@@ -248,6 +249,16 @@ def lr_warmup(base_lr, ranks, warmup_epochs, epoch):
     return base_lr + (target - base_lr) * (epoch / warmup_epochs)
 
 
+def lr_cosine(lr, from_epoch, to_epoch, epoch):
+    """model_lr_cosine: ours decays to 0 after the warm-up."""
+    if to_epoch <= from_epoch or epoch <= from_epoch:
+        return lr
+    if epoch >= to_epoch:
+        return 0.0
+    t = (epoch - from_epoch) / (to_epoch - from_epoch)
+    return lr * 0.5 * (1.0 + math.cos(math.pi * t))
+
+
 def fmt_duration(s):
     if not (s >= 0) or s > 1e7:
         s = 0
@@ -352,7 +363,8 @@ def main(argv):
             n = idx.shape[0]
             x = train_x.index_select(0, idx)
             y = train_y.index_select(0, idx)
-            lr = lr_warmup(opt.lr, size, WARMUP_EPOCHS, epoch + b / spe)
+            lr = lr_cosine(lr_warmup(opt.lr, size, WARMUP_EPOCHS, epoch + b / spe),
+                           WARMUP_EPOCHS, opt.epochs, epoch + b / spe)
             for g in sgd.param_groups:
                 g["lr"] = lr
             sgd.zero_grad(set_to_none=False)
