@@ -32,6 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include "hvd/hvd_internal.h"
 
 hvd__engine_t hvd__engine = {
@@ -142,14 +145,25 @@ void hvd__complete(hvd_handle_t h, int status)
 
 int hvd__mpi_wait(MPI_Request *request)
 {
-    /* Test, then sleep a little: other ranks may be a cycle behind. */
-    struct timespec nap = {0, 20000};
+    /* Test, then sleep: other ranks may be a cycle or a backward pass
+     * behind, and a busy wait would take their core from the training
+     * threads. Every wake-up preempts a training thread too (with a 10 us
+     * nap that was 5,000 preemptions a second and a cnn 25% slower), so
+     * the naps grow by a quarter each time, from 5 us to 1 ms: a wait is
+     * noticed at most a quarter of its length late (1 ms past 4 ms), and
+     * a long one costs a few dozen wake-ups. The engine thread's timer
+     * slack is cut (hvd__engine_main), else each nap would last 50 us more
+     * than asked. */
+    long nap_ns = 5000;
     for (;;) {
         int done = 0;
         if (MPI_Test(request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return HVD_ERR_MPI;
         if (done) return HVD_OK;
+        struct timespec nap = {0, nap_ns};
         nanosleep(&nap, NULL);
+        nap_ns += nap_ns / 4;
+        if (nap_ns > 1000000) nap_ns = 1000000;
     }
 }
 
@@ -418,9 +432,23 @@ static void hvd__sleep(double until)
 static void *hvd__engine_main(void *arg)
 {
     (void)arg;
+#ifdef PR_SET_TIMERSLACK
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* 1 us; see hvd__mpi_wait */
+#endif
     hvd__loop_t loop = {0};
     int status = HVD_OK;
     double period = hvd__engine.config.cycle_time_s;
+    /* With nothing to do, sleep until a request comes: other ranks with
+     * requests wait in their cycle until this one makes its own. An idle
+     * engine that cycled every period took 17% of a core and preempted
+     * the training thread thousands of times a second. It still wakes an
+     * eighth of the stall times apart, so that stalls are reported. */
+    double idle_period = hvd__engine.config.stall_check_s;
+    if (hvd__engine.config.stall_shutdown_s > 0 &&
+        hvd__engine.config.stall_shutdown_s < idle_period)
+        idle_period = hvd__engine.config.stall_shutdown_s;
+    idle_period /= 8;
+    if (idle_period < period) idle_period = period;
     while (status == HVD_OK && !loop.shutdown) {
         double start = hvd__now();
         status = hvd__cycle(&loop);
@@ -434,7 +462,7 @@ static void *hvd__engine_main(void *arg)
          * none can run, only a new request or time changes that. */
         if (loop.pending.len > 0 && (loop.ran > 0 || !loop.all_busy))
             continue;
-        hvd__sleep(start + period);
+        hvd__sleep(start + (loop.pending.len > 0 ? period : idle_period));
     }
     if (status != HVD_OK) {
         /* A stall or a broken MPI: every rank got the same plan or error,
