@@ -93,10 +93,14 @@ static inline void copy_floats(float *restrict dst, const float *restrict src,
     memcpy(dst + n - CHUNK, src + n - CHUNK, CHUNK * sizeof(float));
 }
 
-static inline void add_floats(float *restrict dst, const float *restrict src,
-                              int n)
+/* dst += src, leaving src zero for the next GEMM to add into. */
+static inline void move_add_floats(float *restrict dst, float *restrict src,
+                                   int n)
 {
-    for (int i = 0; i < n; i++) dst[i] += src[i];
+    for (int i = 0; i < n; i++) {
+        dst[i] += src[i];
+        src[i] = 0.0f;
+    }
 }
 
 /* Copies between an image (in_c, in_h, in_w) and the interior of its
@@ -118,7 +122,7 @@ static void pad_copy(const model__conv_shape_t *s, float *img, float *padded,
 }
 
 /* im2col (to_col: col = im2col(padded)) and its adjoint (padded +=
- * col2im(col)) in one walk over the row segments. */
+ * col2im(col), which leaves col zero) in one walk over the row segments. */
 static void im2col_walk(const model__conv_shape_t *s, float *padded,
                         float *col, int to_col)
 {
@@ -133,13 +137,15 @@ static void im2col_walk(const model__conv_shape_t *s, float *padded,
                     if (s->stride == 1 && to_col)
                         copy_floats(seg, in, s->out_w);
                     else if (s->stride == 1)
-                        add_floats(in, seg, s->out_w);
+                        move_add_floats(in, seg, s->out_w);
                     else if (to_col)
                         for (int ox = 0; ox < s->out_w; ox++)
                             seg[ox] = in[ox * s->stride];
                     else
-                        for (int ox = 0; ox < s->out_w; ox++)
+                        for (int ox = 0; ox < s->out_w; ox++) {
                             in[ox * s->stride] += seg[ox];
+                            seg[ox] = 0.0f;
+                        }
                 }
 }
 
@@ -158,12 +164,14 @@ static void im2col(const model__conv_shape_t *s, const float *x, float *col,
     im2col_walk(s, padded, col, 1);
 }
 
-/* dx (in_c, in_h, in_w) = the adjoint of im2col applied to dcol. */
-static void col2im(const model__conv_shape_t *s, const float *dcol, float *dx,
+/* dx (in_c, in_h, in_w) = the adjoint of im2col applied to dcol, which
+ * is left zero: the next image's GEMM adds into it, cheaper than having
+ * OpenBLAS clear it first (9.4 against 10.4 ms per batch of 64). */
+static void col2im(const model__conv_shape_t *s, float *dcol, float *dx,
                    float *padded)
 {
     zero_padded(s, padded);
-    im2col_walk(s, padded, (float *)dcol, 0); /* dcol is only read */
+    im2col_walk(s, padded, dcol, 0);
     pad_copy(s, dx, padded, 0);
 }
 
@@ -217,6 +225,7 @@ void model__conv2d_backward(const model__conv_shape_t *s, const float *x,
      * runs that GEMM 14% faster here than the (out_c, ckk) one, and the
      * transpose back is one small pass per batch. */
     float *dw_t = padded + (size_t)s->in_c * padded_h(s) * padded_w(s);
+    if (dx) memset(dcol, 0, (size_t)ckk * ohw * sizeof(float));
     if (dw) {
         memset(dw_t, 0, (size_t)ckk * s->out_c * sizeof(float));
         if (!accumulate) memset(db, 0, (size_t)s->out_c * sizeof(float));
@@ -231,9 +240,10 @@ void model__conv2d_backward(const model__conv_shape_t *s, const float *x,
             add_row_sums(dyn, s->out_c, ohw, db);
         }
         if (!dx) continue;
-        /* dcol (ckk, ohw) = w^T (ckk, out_c) dy_n (out_c, ohw) */
+        /* dcol (ckk, ohw) = w^T (ckk, out_c) dy_n (out_c, ohw), into the
+         * zeros col2im leaves */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, ohw, s->out_c,
-                    1.0f, w, ckk, dyn, ohw, 0.0f, dcol, ohw);
+                    1.0f, w, ckk, dyn, ohw, 1.0f, dcol, ohw);
         col2im(s, dcol, dx + n * in_count, padded);
     }
     for (int o = 0; dw && o < s->out_c; o++)
