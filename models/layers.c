@@ -317,10 +317,15 @@ void model__maxpool_backward(const model__conv_shape_t *s, const float *dy,
 {
     size_t plane = (size_t)s->in_h * s->in_w;
     size_t oplane = (size_t)s->out_h * s->out_w;
-    memset(dx, 0, (size_t)batch * s->in_c * plane * sizeof(float));
-    for (size_t nc = 0; nc < (size_t)batch * s->in_c; nc++)
-        for (size_t i = 0; i < oplane; i++)
-            dx[nc * plane + argmax[nc * oplane + i]] += dy[nc * oplane + i];
+    /* Each plane is cleared just before it is scattered into, while it
+     * is in cache, not the whole batch up front. */
+    for (size_t nc = 0; nc < (size_t)batch * s->in_c; nc++) {
+        float *dxp = dx + nc * plane;
+        const float *dyp = dy + nc * oplane;
+        const int32_t *ap = argmax + nc * oplane;
+        memset(dxp, 0, plane * sizeof(float));
+        for (size_t i = 0; i < oplane; i++) dxp[ap[i]] += dyp[i];
+    }
 }
 
 /* ---- dropout ---- */
