@@ -101,6 +101,10 @@ int hvd_init(int *argc, char ***argv)
     MPI_Comm_size(hvd__engine.comm, &hvd__engine.size);
     status = hvd__topology();
     if (status == HVD_OK && hvd__engine.rank == 0) hvd__config_print();
+    /* Before the engine thread starts, which then inherits the binding. */
+    if (status == HVD_OK)
+        status = hvd__bind(hvd__engine.config.bind, hvd__local_rank,
+                           hvd__local_size);
     if (status == HVD_OK) status = hvd__engine_start();
     if (status != HVD_OK) return status;
     memset(hvd__unnamed_seq, 0, sizeof hvd__unnamed_seq);

@@ -96,6 +96,18 @@ static int hvd__parse_level(const char *text, void *field)
     return -1;
 }
 
+static int hvd__parse_bind(const char *text, void *field)
+{
+    static const char *const names[] = {"core", "numa", "none"};
+    for (int i = 0; i < 3; i++) {
+        if (strcasecmp(text, names[i]) == 0) {
+            *(hvd__bind_t *)field = (hvd__bind_t)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 /* ---- the table ---- */
 
 static const struct hvd__setting {
@@ -115,6 +127,8 @@ static const struct hvd__setting {
      offsetof(hvd__config_t, stall_shutdown_s), hvd__parse_seconds},
     {"HVD_LOG_LEVEL", "warning", "error, warning, info or debug",
      offsetof(hvd__config_t, log_level), hvd__parse_level},
+    {"HVD_BIND", "core", "core, numa or none",
+     offsetof(hvd__config_t, bind), hvd__parse_bind},
 };
 enum { HVD__NSETTINGS = sizeof hvd__settings / sizeof hvd__settings[0] };
 

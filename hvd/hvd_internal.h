@@ -24,6 +24,8 @@ typedef enum {
     HVD__LOG_DEBUG
 } hvd__log_level_t;
 
+typedef enum { HVD__BIND_CORE, HVD__BIND_NUMA, HVD__BIND_NONE } hvd__bind_t;
+
 typedef struct {
     size_t fusion_threshold;       /* bytes; 0: no fusion */
     double cycle_time_s;
@@ -31,12 +33,20 @@ typedef struct {
     double stall_check_s;
     double stall_shutdown_s;       /* 0: off */
     hvd__log_level_t log_level;
+    hvd__bind_t bind;
 } hvd__config_t;
 
 /* Fills config from the environment; HVD_ERR_ARG naming the variable. */
 int hvd__config_read(hvd__config_t *config);
 /* The effective settings as an aligned table (rank 0, info level). */
 void hvd__config_print(void);
+
+/* ---- placement (bind.c) ---- */
+enum { HVD__PLACE_MAX = 512 }; /* bytes of one rank's placement line */
+/* Binds this process to its local rank's share of the node (HVD_BIND) and
+ * has rank 0 log every rank's place; collective over hvd__engine.comm.
+ * A failed binding is only a warning; HVD_ERR_MPI or HVD_ERR_NOMEM. */
+int hvd__bind(hvd__bind_t mode, int local_rank, int local_size);
 
 extern hvd__log_level_t hvd__log_level;
 void hvd__log(hvd__log_level_t level, const char *fmt, ...)

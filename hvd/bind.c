@@ -1,0 +1,114 @@
+/* hvd/bind.c: where each rank runs. hvd_init binds the process (all its
+ * threads, the engine's included, which it starts afterwards) to this
+ * local rank's own share of the node, found with hwloc:
+ *
+ *   HVD_BIND=core (default)  local rank r of s gets cores [r n / s,
+ *                            (r + 1) n / s) of the node's n cores; with
+ *                            more ranks than cores, core r mod n
+ *   HVD_BIND=numa            the same over NUMA nodes
+ *   HVD_BIND=none            the process stays as it was launched
+ *
+ * A process the launcher already bound to part of the node (mpirun's
+ * --bind-to, srun's --cpu-bind) is left where it was put: the launcher
+ * was told where it goes. Placement is an optimisation, so hwloc failing
+ * is a warning, not an error. Rank 0 logs every rank's place at info
+ * level. Placing near a GPU comes with the GPU path.
+ */
+#include <hwloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hvd/hvd_internal.h"
+
+/* This rank's share [*lo, *hi) of n objects. */
+static void hvd__share(int local_rank, int local_size, int n, int *lo,
+                       int *hi)
+{
+    if (local_size <= n) {
+        *lo = (int)((long)local_rank * n / local_size);
+        *hi = (int)((long)(local_rank + 1) * n / local_size);
+    } else {
+        *lo = local_rank % n;
+        *hi = *lo + 1;
+    }
+}
+
+/* Binds as HVD_BIND says and describes the place in where (n bytes). */
+static void hvd__bind_in(hwloc_topology_t topo, hvd__bind_t mode,
+                         int local_rank, int local_size, char *where,
+                         size_t n)
+{
+    hwloc_const_cpuset_t all = hwloc_topology_get_allowed_cpuset(topo);
+    hwloc_bitmap_t now = hwloc_bitmap_alloc(), set = hwloc_bitmap_alloc();
+    char pus[256] = "?";
+    if (!now || !set) {
+        snprintf(where, n, "not bound: out of memory");
+    } else if (hwloc_get_cpubind(topo, now, HWLOC_CPUBIND_PROCESS) == 0 &&
+               !hwloc_bitmap_isincluded(all, now)) {
+        hwloc_bitmap_list_snprintf(pus, sizeof pus, now);
+        snprintf(where, n, "PUs %s, as the launcher bound it", pus);
+    } else {
+        hwloc_obj_type_t type =
+            mode == HVD__BIND_NUMA ? HWLOC_OBJ_NUMANODE : HWLOC_OBJ_CORE;
+        const char *what = mode == HVD__BIND_NUMA ? "NUMA node" : "core";
+        int count = hwloc_get_nbobjs_by_type(topo, type), lo, hi;
+        if (count <= 0) {
+            snprintf(where, n, "not bound: hwloc finds no %s", what);
+        } else {
+            hvd__share(local_rank, local_size, count, &lo, &hi);
+            for (int i = lo; i < hi; i++)
+                hwloc_bitmap_or(set, set,
+                                hwloc_get_obj_by_type(topo, type, i)->cpuset);
+            hwloc_bitmap_list_snprintf(pus, sizeof pus, set);
+            if (hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) != 0)
+                snprintf(where, n, "not bound: hwloc_set_cpubind to PUs %s "
+                         "failed", pus);
+            else if (hi - lo == 1)
+                snprintf(where, n, "%s %d of %d (PUs %s)", what, lo, count,
+                         pus);
+            else
+                snprintf(where, n, "%ss %d-%d of %d (PUs %s)", what, lo,
+                         hi - 1, count, pus);
+        }
+    }
+    hwloc_bitmap_free(now);
+    hwloc_bitmap_free(set);
+}
+
+int hvd__bind(hvd__bind_t mode, int local_rank, int local_size)
+{
+    char where[HVD__PLACE_MAX - 160], host[MPI_MAX_PROCESSOR_NAME] = "?";
+    int len = 0;
+    hwloc_topology_t topo;
+    if (mode == HVD__BIND_NONE) {
+        snprintf(where, sizeof where, "not bound (HVD_BIND=none)");
+    } else if (hwloc_topology_init(&topo) != 0) {
+        snprintf(where, sizeof where, "not bound: hwloc_topology_init failed");
+    } else {
+        if (hwloc_topology_load(topo) != 0)
+            snprintf(where, sizeof where,
+                     "not bound: hwloc_topology_load failed");
+        else
+            hvd__bind_in(topo, mode, local_rank, local_size, where,
+                         sizeof where);
+        hwloc_topology_destroy(topo);
+    }
+    if (strncmp(where, "not bound:", 10) == 0)
+        hvd__log(HVD__LOG_WARNING, "placement: %s", where);
+
+    /* Rank 0 logs everyone's place: "host, local rank r of s: where". */
+    char line[HVD__PLACE_MAX];
+    MPI_Get_processor_name(host, &len);
+    snprintf(line, sizeof line, "%.100s, local rank %d of %d: %s", host,
+             local_rank, local_size, where);
+    int size = hvd__engine.size, rank = hvd__engine.rank;
+    char *all = rank == 0 ? malloc((size_t)size * sizeof line) : NULL;
+    if (rank == 0 && !all) return HVD_ERR_NOMEM;
+    int rc = MPI_Gather(line, (int)sizeof line, MPI_CHAR, all,
+                        (int)sizeof line, MPI_CHAR, 0, hvd__engine.comm);
+    for (int r = 0; rc == MPI_SUCCESS && rank == 0 && r < size; r++)
+        hvd__log(HVD__LOG_INFO, "placement: rank %d on %s", r,
+                 all + (size_t)r * sizeof line);
+    free(all);
+    return rc == MPI_SUCCESS ? HVD_OK : HVD_ERR_MPI;
+}

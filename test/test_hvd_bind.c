@@ -1,0 +1,86 @@
+/* test/test_hvd_bind.c: where hvd_init puts each rank (test/hvd_bind_*.mpi,
+ * launched unbound by test/mpirun.sh). argv[1] is the HVD_BIND to set, or
+ * "default". Read back with sched_getaffinity after hvd_init:
+ *   none     the affinity is what it was before hvd_init;
+ *   core     (and the default) every rank has a non-empty set; while the
+ *            node has a core per local rank, local ranks' sets are
+ *            disjoint and each holds whole cores; with more ranks than
+ *            cores each rank has exactly one core's PUs;
+ *   numa     each rank's set is its NUMA node's PUs (the whole node on a
+ *            single-node machine).
+ * The core and NUMA counts come from hwloc, the sets from the kernel.
+ */
+#define _GNU_SOURCE
+#include <hwloc.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <mpi.h>
+#include "hvd/hvd.h"
+#include "test/test.h"
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "default";
+    if (strcmp(mode, "default") != 0) setenv("HVD_BIND", mode, 1);
+    cpu_set_t before, after;
+    CPU_ZERO(&before);
+    CPU_ZERO(&after);
+    if (sched_getaffinity(0, sizeof before, &before) != 0)
+        return TEST_HARD_ERROR;
+    if (hvd_init(&argc, &argv) != HVD_OK) return TEST_HARD_ERROR;
+    test_rank = hvd_rank();
+    if (sched_getaffinity(0, sizeof after, &after) != 0)
+        return TEST_HARD_ERROR;
+
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0)
+        return TEST_HARD_ERROR;
+    int cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    int pus_per_core =
+        hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU) / (cores ? cores : 1);
+    int local = hvd_local_rank(), local_size = hvd_local_size();
+    int n = CPU_COUNT(&after);
+    TEST_TRUE(n > 0);
+
+    if (!strcmp(mode, "none")) {
+        TEST_TRUE(CPU_EQUAL(&before, &after));
+    } else if (!strcmp(mode, "numa")) {
+        /* The rank's NUMA node holds its set exactly. */
+        int numa = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+        int node = local_size <= numa ? local * numa / local_size
+                                      : local % numa;
+        hwloc_obj_t obj = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE,
+                                                node);
+        TEST_TRUE(obj != NULL);
+        TEST_EQ(n, obj ? hwloc_bitmap_weight(obj->cpuset) : -1);
+        for (int cpu = 0; obj && cpu < CPU_SETSIZE; cpu++)
+            if (CPU_ISSET(cpu, &after))
+                TEST_TRUE(hwloc_bitmap_isset(obj->cpuset, (unsigned)cpu));
+    } else {
+        /* Whole cores: this rank's share, or one core when they run out. */
+        int share = local_size <= cores ? (local + 1) * cores / local_size -
+                                              local * cores / local_size
+                                        : 1;
+        TEST_EQ(n, share * pus_per_core);
+        /* Disjoint from every other local rank's while cores suffice. */
+        MPI_Comm node;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+                            MPI_INFO_NULL, &node);
+        cpu_set_t *sets = malloc((size_t)local_size * sizeof *sets);
+        if (!sets) return TEST_HARD_ERROR;
+        MPI_Allgather(&after, (int)sizeof after, MPI_BYTE, sets,
+                      (int)sizeof after, MPI_BYTE, node);
+        for (int r = 0; local_size <= cores && r < local_size; r++) {
+            if (r == local) continue;
+            cpu_set_t both;
+            CPU_AND(&both, &after, &sets[r]);
+            TEST_EQ(CPU_COUNT(&both), 0);
+        }
+        free(sets);
+        MPI_Comm_free(&node);
+    }
+    hwloc_topology_destroy(topo);
+    TEST_EQ(hvd_shutdown(), HVD_OK);
+    return test_exit_code();
+}
