@@ -12,9 +12,18 @@
  * --bind-to, srun's --cpu-bind) is left where it was put: the launcher
  * was told where it goes. Placement is an optimisation, so hwloc failing
  * is a warning, not an error. Rank 0 logs every rank's place at info
- * level. Placing near a GPU comes with the GPU path.
+ * level.
+ *
+ * In a CUDA build on a node with GPUs, local rank r takes device
+ * r mod (visible devices), made current before any other CUDA call of
+ * ours, and core/numa binding is to the cores nearest that device
+ * (hwloc's cudart helper) instead of a share of the node.
  */
 #include <hwloc.h>
+#if HVD_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include <hwloc/cudart.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +42,41 @@ static void hvd__share(int local_rank, int local_size, int n, int *lo,
     }
 }
 
+/* This local rank's GPU, made current; -1 without one (or without CUDA). */
+static int hvd__pick_device(int local_rank)
+{
+#if HVD_HAVE_CUDA
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0) {
+        (void)cudaGetLastError(); /* no device: the host path, no error */
+        return -1;
+    }
+    int device = local_rank % count;
+    return cudaSetDevice(device) == cudaSuccess ? device : -1;
+#else
+    (void)local_rank;
+    return -1;
+#endif
+}
+
+/* The PUs nearest the device into set; 0, or -1 when hwloc cannot say. */
+static int hvd__device_cpuset(hwloc_topology_t topo, int device,
+                              hwloc_bitmap_t set)
+{
+#if HVD_HAVE_CUDA
+    return hwloc_cudart_get_device_cpuset(topo, device, set);
+#else
+    (void)topo;
+    (void)device;
+    (void)set;
+    return -1;
+#endif
+}
+
 /* Binds as HVD_BIND says and describes the place in where (n bytes). */
 static void hvd__bind_in(hwloc_topology_t topo, hvd__bind_t mode,
-                         int local_rank, int local_size, char *where,
-                         size_t n)
+                         int device, int local_rank, int local_size,
+                         char *where, size_t n)
 {
     hwloc_const_cpuset_t all = hwloc_topology_get_allowed_cpuset(topo);
     hwloc_bitmap_t now = hwloc_bitmap_alloc(), set = hwloc_bitmap_alloc();
@@ -47,6 +87,13 @@ static void hvd__bind_in(hwloc_topology_t topo, hvd__bind_t mode,
                !hwloc_bitmap_isincluded(all, now)) {
         hwloc_bitmap_list_snprintf(pus, sizeof pus, now);
         snprintf(where, n, "PUs %s, as the launcher bound it", pus);
+    } else if (device >= 0 && hvd__device_cpuset(topo, device, set) == 0) {
+        hwloc_bitmap_list_snprintf(pus, sizeof pus, set);
+        if (hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) != 0)
+            snprintf(where, n, "not bound: hwloc_set_cpubind to PUs %s "
+                     "failed", pus);
+        else
+            snprintf(where, n, "PUs %s, nearest the GPU", pus);
     } else {
         hwloc_obj_type_t type =
             mode == HVD__BIND_NUMA ? HWLOC_OBJ_NUMANODE : HWLOC_OBJ_CORE;
@@ -78,7 +125,7 @@ static void hvd__bind_in(hwloc_topology_t topo, hvd__bind_t mode,
 int hvd__bind(hvd__bind_t mode, int local_rank, int local_size)
 {
     char where[HVD__PLACE_MAX - 160], host[MPI_MAX_PROCESSOR_NAME] = "?";
-    int len = 0;
+    int len = 0, device = hvd__pick_device(local_rank);
     hwloc_topology_t topo;
     if (mode == HVD__BIND_NONE) {
         snprintf(where, sizeof where, "not bound (HVD_BIND=none)");
@@ -89,7 +136,7 @@ int hvd__bind(hvd__bind_t mode, int local_rank, int local_size)
             snprintf(where, sizeof where,
                      "not bound: hwloc_topology_load failed");
         else
-            hvd__bind_in(topo, mode, local_rank, local_size, where,
+            hvd__bind_in(topo, mode, device, local_rank, local_size, where,
                          sizeof where);
         hwloc_topology_destroy(topo);
     }
@@ -97,10 +144,11 @@ int hvd__bind(hvd__bind_t mode, int local_rank, int local_size)
         hvd__log(HVD__LOG_WARNING, "placement: %s", where);
 
     /* Rank 0 logs everyone's place: "host, local rank r of s: where". */
-    char line[HVD__PLACE_MAX];
+    char line[HVD__PLACE_MAX], gpu[32] = "";
     MPI_Get_processor_name(host, &len);
-    snprintf(line, sizeof line, "%.100s, local rank %d of %d: %s", host,
-             local_rank, local_size, where);
+    if (device >= 0) snprintf(gpu, sizeof gpu, "GPU %d, ", device);
+    snprintf(line, sizeof line, "%.100s, local rank %d of %d: %s%s", host,
+             local_rank, local_size, gpu, where);
     int size = hvd__engine.size, rank = hvd__engine.rank;
     char *all = rank == 0 ? malloc((size_t)size * sizeof line) : NULL;
     if (rank == 0 && !all) return HVD_ERR_NOMEM;
