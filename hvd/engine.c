@@ -1,7 +1,7 @@
 /* hvd/engine.c: the background thread, the only caller of MPI after init.
  *
- * Every HVD_CYCLE_TIME each rank's engine takes the requests submitted
- * since the last cycle and the ranks agree on what is ready:
+ * In each cycle each rank's engine takes the requests submitted since the
+ * last one and the ranks agree on what is ready:
  *
  *  1. Fast path, every cycle: one small MPI_Iallreduce(BAND) of bits. Names
  *     completed once before sit in a response cache, at the same slot on
@@ -20,12 +20,15 @@
  * Both paths give every rank the same ordered list of responses, which
  * execute.c runs (fusing allreduces) and which complete the handles.
  * A joined rank sets every cache bit and takes part in whatever the others
- * do with zeros. Between cycles the thread sleeps on a condition variable
- * until the cycle period ends or a request comes; while requests wait for
- * other ranks it cycles back to back instead, so that they run as soon as
- * the last rank makes them. Waiting for other ranks, it polls its
- * non-blocking MPI call with short sleeps, so the engine does not take a
- * core from training.
+ * do with zeros.
+ *
+ * When cycles happen: an idle engine sleeps on a condition variable until
+ * a request comes (and waits out the burst it starts). While requests wait
+ * for ranks still computing, it cycles back to back, so that they run as
+ * soon as the last rank makes them; when every rank has requests and none
+ * can run, it cycles every HVD_CYCLE_TIME. Waiting for other ranks, it
+ * polls its non-blocking MPI call with growing sleeps, so the engine does
+ * not take a core from training.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
