@@ -85,27 +85,29 @@ static int hvd__parse_path(const char *text, void *field)
     return 0;
 }
 
+/* The index of text among n names, ignoring case; -1 when none. */
+static int hvd__name_index(const char *text, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcasecmp(text, names[i]) == 0) return i;
+    return -1;
+}
+
 static int hvd__parse_level(const char *text, void *field)
 {
-    for (int i = 0; i <= HVD__LOG_DEBUG; i++) {
-        if (strcasecmp(text, hvd__level_names[i]) == 0) {
-            *(hvd__log_level_t *)field = (hvd__log_level_t)i;
-            return 0;
-        }
-    }
-    return -1;
+    int i = hvd__name_index(text, hvd__level_names, HVD__LOG_DEBUG + 1);
+    if (i < 0) return -1;
+    *(hvd__log_level_t *)field = (hvd__log_level_t)i;
+    return 0;
 }
 
 static int hvd__parse_bind(const char *text, void *field)
 {
     static const char *const names[] = {"core", "numa", "none"};
-    for (int i = 0; i < 3; i++) {
-        if (strcasecmp(text, names[i]) == 0) {
-            *(hvd__bind_t *)field = (hvd__bind_t)i;
-            return 0;
-        }
-    }
-    return -1;
+    int i = hvd__name_index(text, names, 3);
+    if (i < 0) return -1;
+    *(hvd__bind_t *)field = (hvd__bind_t)i;
+    return 0;
 }
 
 /* ---- the table ---- */
