@@ -110,11 +110,17 @@ bad() {
     echo "compare_torch: $*" >&2
     exit 2
 }
-for v in "$reps" "$steps_mlp" "$steps_cnn" "$batch" "$run_timeout"; do
-    if ! { is_uint "$v" && [ "$v" -ge 1 ]; }; then
-        bad "\"$v\": reps, steps, batch size and timeout must be integers >= 1"
+# need_count FLAG VALUE: VALUE is an integer >= 1, or exit 2 naming FLAG.
+need_count() {
+    if ! { is_uint "$2" && [ "$2" -ge 1 ]; }; then
+        bad "$1: \"$2\" is not an integer >= 1"
     fi
-done
+}
+need_count --reps "$reps"
+need_count --steps-mlp "$steps_mlp"
+need_count --steps-cnn "$steps_cnn"
+need_count --batch-size "$batch"
+need_count --timeout "$run_timeout"
 is_uint "$epochs" || bad "--epochs: \"$epochs\" is not an integer >= 0"
 [ -n "$models" ] || bad "--models: empty"
 for m in $models; do

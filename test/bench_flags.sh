@@ -1,7 +1,8 @@
 #!/bin/sh
 # test/bench_flags.sh: the benchmarks (bench/ and the synthetic benchmark
 # of examples/) refuse bad flags with exit status 2
-# and a message naming the flag, at 1 rank through test/mpirun.sh.
+# and a message naming the flag, at 1 rank through test/mpirun.sh; so do
+# bench/compare_torch.sh, and bench/plot_training.sh refuses a missing log.
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # shellcheck source=test/script_lib.sh
 . "${srcdir:-.}/test/script_lib.sh"
@@ -32,4 +33,26 @@ expect_refused --iters bench/fusion_perf -n 0
 expect_refused --fusion bench/fusion_perf --fusion maybe
 expect_refused --batch-size examples/synthetic_benchmark --batch-size 0
 expect_refused --model examples/synthetic_benchmark --model resnet
+# The training comparison and the plot, shell scripts run directly: flags
+# are checked before anything is installed or run.
+# expect_script STATUS PATTERN SCRIPT ARGS...: exits STATUS, output matches.
+expect_script() {
+    want=$1 pattern=$2
+    shift 2
+    sh "$@" > "$dir/out" 2>&1
+    status=$?
+    if test $status -ne "$want" || ! grep -q -- "$pattern" "$dir/out"; then
+        cat "$dir/out" >&2
+        echo "FAIL: '$*' exited $status, want $want and \"$pattern\"" >&2
+        rc=1
+    fi
+}
+bench=${srcdir:-.}/bench
+expect_script 2 --reps "$bench/compare_torch.sh" --reps x
+expect_script 2 --batch-size "$bench/compare_torch.sh" --batch-size 0
+expect_script 2 --normalize "$bench/compare_torch.sh" --normalize maybe
+expect_script 2 --models "$bench/compare_torch.sh" --models resnet
+expect_script 2 --bogus "$bench/compare_torch.sh" --bogus
+expect_script 1 "$dir/missing.txt" "$bench/plot_training.sh" \
+    "$dir/missing.txt" "$dir/out.png"
 script_finish bench_flags
