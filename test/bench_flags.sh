@@ -33,6 +33,9 @@ expect_refused --iters bench/fusion_perf -n 0
 expect_refused --fusion bench/fusion_perf --fusion maybe
 expect_refused --batch-size examples/synthetic_benchmark --batch-size 0
 expect_refused --model examples/synthetic_benchmark --model resnet
+expect_refused --steps bench/model_perf --steps 0
+expect_refused --model bench/model_perf --model resnet
+expect_refused --bogus bench/model_perf --bogus
 # The training comparison and the plot, shell scripts run directly: flags
 # are checked before anything is installed or run.
 # expect_script STATUS PATTERN SCRIPT ARGS...: exits STATUS, output matches.
