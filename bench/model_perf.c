@@ -50,7 +50,8 @@ int main(int argc, char **argv)
             if (strcmp(val, "mlp") && strcmp(val, "cnn"))
                 snprintf(err, sizeof err, "--model: unknown model \"%s\" "
                          "(mlp or cnn)", val);
-            kind = val;
+            else
+                kind = val;
         } else {
             long long *out = !strcmp(flag, "--batch-size") ? &batch
                              : !strcmp(flag, "--steps")    ? &steps
