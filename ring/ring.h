@@ -128,6 +128,30 @@ int ring_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
 int ring_broadcast(void *buf, size_t count, ring_dtype_t dtype, int root,
                    MPI_Comm comm);
 
+/* ---- allreduce through shared memory, for the ranks of one node ---- */
+/* The ranks share one MPI-3 window in which each owns a slab; a rank reduces
+ * its block by reading the other ranks' slabs directly (ring/shm.c). */
+typedef struct ring_shm ring_shm_t;
+
+/* Collective over comm: makes the window, with a slab of slab_bytes
+ * (rounded up to a page) for each rank. RING_ERR_ARG, on every rank, when
+ * comm's ranks are not all on one node. */
+int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **shm);
+
+/* Collective: frees the window; *shm becomes NULL. NULL is a no-op. */
+int ring_shm_free(ring_shm_t **shm);
+
+/* This rank's slab and its size, once no rank still reads it for an earlier
+ * call: data packed here is not copied again by ring_shm_allreduce. */
+int ring_shm_slab(ring_shm_t *shm, void **slab, size_t *slab_bytes);
+
+/* ring_allreduce among shm's ranks (same guarantees: any count, in place or
+ * not, bitwise identical everywhere). sendbuf and recvbuf may each be the
+ * slab (then count must fit in it) or lie outside it; counts beyond the
+ * slab run in slab-sized chunks. */
+int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
+                       size_t count, ring_dtype_t dtype, ring_op_t op);
+
 #ifdef __cplusplus
 }
 #endif

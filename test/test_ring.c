@@ -7,7 +7,8 @@
  * averages are exact whatever the reduction order. A failing case prints one
  * line naming it: "allreduce n=5 count=7 dtype=bf16 op=avg inplace=1 ...".
  *
- * Options: --segment-bytes N sets HVD_RING_SEGMENT_BYTES before the first
+ * Options: --shm tests ring_shm_allreduce instead of the ring collectives.
+ * --segment-bytes N sets HVD_RING_SEGMENT_BYTES before the first
  * collective, so a run can force many pipeline segments per block.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -105,16 +106,36 @@ static void expect_status(int got, const char *what)
 
 /* ---- the collectives ---- */
 
-static void test_allreduce(ring_algo_t algo, size_t count, ring_dtype_t dtype,
+/* How an allreduce case runs: one of ring's algorithms, or through shared
+ * memory (shm set), then with the input packed into the slab or not. */
+typedef struct {
+    ring_algo_t algo;
+    ring_shm_t *shm;
+    int packed;
+} how_t;
+
+static void test_allreduce(const how_t *how, size_t count, ring_dtype_t dtype,
                            ring_op_t op, int inplace)
 {
-    size_t nbytes = count * ring_dtype_size(dtype);
+    size_t nbytes = count * ring_dtype_size(dtype), slab_bytes = 0;
+    void *slab = NULL;
+    if (how->shm) {
+        expect_status(ring_shm_slab(how->shm, &slab, &slab_bytes),
+                      "ring_shm_slab");
+        if (how->packed && nbytes > slab_bytes) return; /* same everywhere */
+    }
     char *in = malloc(nbytes + 1), *out = malloc(nbytes + 1),
          *want = malloc(nbytes + 1);
-    snprintf(case_name, sizeof case_name,
-             "allreduce n=%d count=%zu dtype=%s op=%s inplace=%d algo=%s", size,
-             count, ring_dtype_name(dtype), ring_op_name(op), inplace,
-             ring_algo_name(algo));
+    int len = snprintf(case_name, sizeof case_name,
+                       "allreduce n=%d count=%zu dtype=%s op=%s inplace=%d ",
+                       size, count, ring_dtype_name(dtype), ring_op_name(op),
+                       inplace);
+    if (how->shm)
+        snprintf(case_name + len, sizeof case_name - (size_t)len,
+                 "shm slab=%zu packed=%d", slab_bytes, how->packed);
+    else
+        snprintf(case_name + len, sizeof case_name - (size_t)len, "algo=%s",
+                 ring_algo_name(how->algo));
     fill(in, count, dtype, op, rank);
 
     void *wide_in = widen(in, count, dtype), *wide_out = widen(in, count, dtype);
@@ -123,10 +144,22 @@ static void test_allreduce(ring_algo_t algo, size_t count, ring_dtype_t dtype,
                   MPI_COMM_WORLD);
     narrow(wide_out, want, count, dtype, op);
 
+    char *src = inplace ? out : in, *dst = out;
+    memset(out, 0xee, nbytes);
     if (inplace) memcpy(out, in, nbytes);
-    expect_status(ring_allreduce_algo(algo, inplace ? out : in, out, count,
-                                      dtype, op, MPI_COMM_WORLD),
-                  "ring_allreduce_algo");
+    if (how->packed) {
+        memcpy(slab, in, nbytes);
+        src = slab;
+        if (inplace) dst = slab;
+    }
+    if (how->shm)
+        expect_status(ring_shm_allreduce(how->shm, src, dst, count, dtype, op),
+                      "ring_shm_allreduce");
+    else
+        expect_status(ring_allreduce_algo(how->algo, src, dst, count, dtype,
+                                          op, MPI_COMM_WORLD),
+                      "ring_allreduce_algo");
+    if (dst != out) memcpy(out, dst, nbytes);
     expect_equal(out, want, count, dtype);
     free(wide_in);
     free(wide_out);
@@ -253,30 +286,9 @@ static int valid(ring_dtype_t dtype, ring_op_t op)
     return !(op == RING_AVERAGE && dtype >= RING_INT32);
 }
 
-int main(int argc, char **argv)
+/* reduce_scatter, allgather and broadcast. */
+static void test_other_collectives(const size_t *counts, size_t ncounts)
 {
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], "--segment-bytes") == 0)
-            setenv("HVD_RING_SEGMENT_BYTES", argv[++i], 1);
-    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return TEST_HARD_ERROR;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    test_rank = rank;
-
-    const size_t large = (1u << 20) + 3; /* over 1M, odd */
-    const size_t counts[] = {0, 1, (size_t)size - 1, (size_t)size + 1, 97,
-                             4099, large};
-    const size_t ncounts = sizeof counts / sizeof counts[0];
-
-    test_bad_arguments();
-    for (int algo = RING_ALGO_AUTO; algo < RING_ALGO_COUNT; algo++)
-        for (size_t c = 0; c < ncounts; c++)
-            for (int dt = 0; dt < RING_DTYPE_COUNT; dt++)
-                for (int op = 0; op < RING_OP_COUNT; op++)
-                    for (int inplace = 0; inplace < 2; inplace++)
-                        if (valid(dt, op))
-                            test_allreduce(algo, counts[c], dt, op, inplace);
-
     for (size_t c = 0; c < ncounts; c++) {
         size_t block = counts[c] / (size_t)size + (c % 2);
         for (int dt = 0; dt < RING_DTYPE_COUNT; dt++) {
@@ -290,10 +302,105 @@ int main(int argc, char **argv)
                 test_broadcast(counts[c], dt, root);
         }
     }
+}
+
+static void test_allreduces(const how_t *how, const size_t *counts,
+                            size_t ncounts)
+{
+    for (size_t c = 0; c < ncounts; c++)
+        for (int dt = 0; dt < RING_DTYPE_COUNT; dt++)
+            for (int op = 0; op < RING_OP_COUNT; op++)
+                for (int inplace = 0; inplace < 2; inplace++)
+                    if (valid(dt, op))
+                        test_allreduce(how, counts[c], dt, op, inplace);
+}
+
+/* Buffers that overlap the slab without being it, or overrun it, are
+ * refused before any rank waits for another. */
+static void test_shm_bad_arguments(ring_shm_t *shm)
+{
+    float x[4] = {0};
+    char *slab;
+    size_t bytes;
+    ring_shm_t *none = NULL;
+    strcpy(case_name, "shm bad arguments");
+    TEST_EQ(ring_shm_create(MPI_COMM_WORLD, 0, &none), RING_ERR_ARG);
+    TEST_EQ(ring_shm_create(MPI_COMM_NULL, 64, &none), RING_ERR_ARG);
+    TEST_TRUE(none == NULL);
+    TEST_EQ(ring_shm_slab(NULL, (void **)&slab, &bytes), RING_ERR_ARG);
+    TEST_EQ(ring_shm_allreduce(NULL, x, x, 4, RING_FLOAT32, RING_SUM),
+            RING_ERR_ARG);
+    TEST_EQ(ring_shm_slab(shm, (void **)&slab, &bytes), RING_OK);
+    size_t fits = bytes / sizeof(float);
+    TEST_EQ(ring_shm_allreduce(shm, slab + 4, x, 4, RING_FLOAT32, RING_SUM),
+            RING_ERR_ARG);
+    TEST_EQ(ring_shm_allreduce(shm, x, slab + bytes - 4, 4, RING_FLOAT32,
+                               RING_SUM),
+            RING_ERR_ARG);
+    TEST_EQ(ring_shm_allreduce(shm, slab, slab, fits + 1, RING_FLOAT32,
+                               RING_SUM),
+            RING_ERR_ARG);
+    TEST_EQ(ring_shm_allreduce(shm, x, x, 4, RING_INT32, RING_AVERAGE),
+            RING_ERR_ARG);
+    TEST_EQ(ring_shm_free(&none), RING_OK);
+}
+
+/* The shared-memory allreduce: a slab smaller than the large count (so it
+ * runs in chunks) and one that holds it, each with the input where the
+ * caller has it and packed into the slab. */
+static void test_shm(const size_t *counts, size_t ncounts)
+{
+    const size_t slab_bytes[] = {64 << 10, 16 << 20};
+    for (int i = 0; i < 2; i++) {
+        ring_shm_t *shm = NULL;
+        strcpy(case_name, "ring_shm_create");
+        expect_status(ring_shm_create(MPI_COMM_WORLD, slab_bytes[i], &shm),
+                      "ring_shm_create");
+        if (!shm) return;
+        if (i == 0) test_shm_bad_arguments(shm);
+        for (int packed = 0; packed < 2; packed++) {
+            how_t how = {.shm = shm, .packed = packed};
+            test_allreduces(&how, counts, ncounts);
+        }
+        expect_status(ring_shm_free(&shm), "ring_shm_free");
+        TEST_TRUE(shm == NULL);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int shm = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--shm") == 0) shm = 1;
+        else if (strcmp(argv[i], "--segment-bytes") == 0 && i + 1 < argc)
+            setenv("HVD_RING_SEGMENT_BYTES", argv[++i], 1);
+    }
+    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return TEST_HARD_ERROR;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    test_rank = rank;
+
+    const size_t large = (1u << 20) + 3; /* over 1M, odd */
+    const size_t counts[] = {0, 1, (size_t)size - 1, (size_t)size + 1, 97,
+                             4099, large};
+    const size_t ncounts = sizeof counts / sizeof counts[0];
+
+    test_bad_arguments();
+    if (shm) {
+        test_shm(counts, ncounts);
+    } else {
+        for (int algo = RING_ALGO_AUTO; algo < RING_ALGO_COUNT; algo++) {
+            how_t how = {.algo = (ring_algo_t)algo};
+            test_allreduces(&how, counts, ncounts);
+        }
+        test_other_collectives(counts, ncounts);
+    }
 
     int failed = test_failures, any;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0) printf("test_ring n=%d: %s\n", size, any ? "FAIL" : "ok");
+    if (rank == 0)
+        printf("test_ring%s n=%d: %s\n", shm ? " --shm" : "", size,
+               any ? "FAIL" : "ok");
     MPI_Finalize();
     return test_exit_code();
 }

@@ -1,0 +1,355 @@
+/* ring/shm.c: allreduce among the ranks of one node, each rank reducing its
+ * block straight from the other ranks' memory.
+ *
+ * The ring's large-message speed on one node is bounded by copying every
+ * block through MPI before reducing it. Here the ranks share one MPI-3
+ * window (MPI_Win_allocate_shared): each rank owns a slab in it, and a rank
+ * reads the others' slabs with plain loads. Data packed into the slab
+ * (ring_shm_slab) needs no copy at all; data elsewhere is copied in, all but
+ * the caller's own block, which is read where it lies.
+ *
+ * One chunk (at most a slab) of count elements, cut into N blocks as the
+ * ring cuts them; rank r owns block r. Blocks are cut into segments, and for
+ * each segment s in turn, rank r
+ *   1. copies segment s of every block but its own into its slab ("posts");
+ *   2. waits until every rank has posted segment s, then reduces segment s
+ *      of block r: its own data (op) the others' in rank order, one pass
+ *      per input, into its slab (and its recvbuf);
+ *   3. copies segment s-1 of every other block, once its owner has reduced
+ *      it, from the owner's slab into recvbuf.
+ * Each block is reduced once, by its owner, and then only copied: every rank
+ * ends bitwise identical. Ranks run the steps side by side, so segment s is
+ * copied in, reduced and gathered while it is still in cache.
+ *
+ * Synchronisation: three counters per rank, each in its own cache line,
+ * counting since the window was made (so they are never reset):
+ *   posted    segments whose inputs are in the slab,
+ *   reduced   segments of the own block reduced,
+ *   released  chunks after which this rank reads no other slab.
+ * A writer fills memory, then stores the counter with release order; a
+ * reader loads it with acquire order and only then reads the memory. The
+ * counters are C11 atomics, lock-free on every platform we build for; no
+ * MPI RMA call touches the window, so MPI_Win_sync is not needed (the
+ * window is only the allocation).
+ *
+ * Worked example, N = 2, one chunk of 2 segments per block, counters at 0.
+ * Rank 0 copies seg 0 of block 1 into slab 0 and sets posted0 = 1; rank 1
+ * does the same for block 0, posted1 = 1. Rank 0 waits for posted1 >= 1,
+ * then reads block 0 seg 0 from its sendbuf and from slab 1, writes the sum
+ * to slab 0 and recvbuf, reduced0 = 1. Segment 1 goes the same way, and then
+ * rank 0, seeing reduced1 >= 1, copies block 1 seg 0 from slab 1 into its
+ * recvbuf; likewise seg 1 at reduced1 >= 2. Rank 0 sets released0 = 1. A
+ * later call must not overwrite slab 0 while rank 1 may still read it, so it
+ * first waits for released1 >= 1 (and rank 1 for released0). Rank 1 reads
+ * block 0 of slab 0 only after posted0 says it is there, and copies it out
+ * only after reduced0 says it is final; in between nobody writes it.
+ *
+ * A waiting rank spins briefly, then yields the core: with more ranks than
+ * cores the rank it waits for may need that core.
+ */
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ring/ring_internal.h"
+
+/* Each counter in a cache line of its own: ranks poll each other's. */
+typedef struct {
+    _Alignas(64) _Atomic uint64_t posted;
+    _Alignas(64) _Atomic uint64_t reduced;
+    _Alignas(64) _Atomic uint64_t released;
+} ring__shm_ctl_t;
+
+/* A rank's part of the window: its counters on the first page, the slab
+ * page-aligned after them. */
+enum { RING__SHM_PAGE = 4096 };
+
+struct ring_shm {
+    MPI_Comm comm; /* our duplicate */
+    MPI_Win win;
+    int rank, size;
+    size_t slab_bytes;
+    ring__shm_ctl_t **ctl; /* every rank's counters */
+    char **slab;           /* every rank's slab */
+    uint64_t nsegs;        /* segments run so far: the counters' base */
+    uint64_t nchunks;      /* chunks run so far */
+};
+
+int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **out)
+{
+    int status = RING_OK, local_size;
+    MPI_Comm local = MPI_COMM_NULL;
+    MPI_Info info = MPI_INFO_NULL;
+    ring_shm_t *shm = NULL;
+    if (!out || comm == MPI_COMM_NULL || slab_bytes == 0) {
+        ring__log("ring_shm_create: %s", !out ? "out is NULL"
+                                         : slab_bytes == 0 ? "slab_bytes is 0"
+                                                           : "comm is NULL");
+        return RING_ERR_ARG;
+    }
+    *out = NULL;
+    shm = calloc(1, sizeof *shm);
+    if (!shm) return RING_ERR_NOMEM;
+    shm->comm = MPI_COMM_NULL;
+    shm->win = MPI_WIN_NULL;
+    RING_CHECK_MPI(MPI_Comm_dup(comm, &shm->comm));
+    RING_CHECK_MPI(MPI_Comm_rank(shm->comm, &shm->rank));
+    RING_CHECK_MPI(MPI_Comm_size(shm->comm, &shm->size));
+    /* Every rank learns the same answer, so all return together. */
+    RING_CHECK_MPI(MPI_Comm_split_type(shm->comm, MPI_COMM_TYPE_SHARED, 0,
+                                       MPI_INFO_NULL, &local));
+    RING_CHECK_MPI(MPI_Comm_size(local, &local_size));
+    int all_local = local_size == shm->size, everywhere;
+    RING_CHECK_MPI(MPI_Allreduce(&all_local, &everywhere, 1, MPI_INT, MPI_LAND,
+                                 shm->comm));
+    if (!everywhere) {
+        ring__log("ring_shm_create: the ranks of comm span several nodes; "
+                  "shared memory needs them on one");
+        status = RING_ERR_ARG;
+        goto out;
+    }
+    shm->slab_bytes = (slab_bytes + RING__SHM_PAGE - 1) /
+                      RING__SHM_PAGE * RING__SHM_PAGE;
+    shm->ctl = calloc((size_t)shm->size, sizeof *shm->ctl);
+    shm->slab = calloc((size_t)shm->size, sizeof *shm->slab);
+    if (!shm->ctl || !shm->slab) {
+        status = RING_ERR_NOMEM;
+        goto out;
+    }
+    /* Each rank's part on pages of its own, placed by the rank that first
+     * touches them: its owner. */
+    RING_CHECK_MPI(MPI_Info_create(&info));
+    RING_CHECK_MPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
+    char *mine;
+    RING_CHECK_MPI(MPI_Win_allocate_shared(
+        (MPI_Aint)(RING__SHM_PAGE + shm->slab_bytes), 1, info, shm->comm,
+        &mine, &shm->win));
+    for (int r = 0; r < shm->size; r++) {
+        MPI_Aint bytes;
+        int disp;
+        char *base;
+        RING_CHECK_MPI(MPI_Win_shared_query(shm->win, r, &bytes, &disp, &base));
+        shm->ctl[r] = (ring__shm_ctl_t *)base;
+        shm->slab[r] = base + RING__SHM_PAGE;
+    }
+    memset(mine, 0, RING__SHM_PAGE);
+    atomic_thread_fence(memory_order_seq_cst);
+    /* Nobody polls a counter before its owner has zeroed it. */
+    RING_CHECK_MPI(MPI_Barrier(shm->comm));
+    *out = shm;
+    shm = NULL;
+out:
+    if (info != MPI_INFO_NULL) MPI_Info_free(&info);
+    if (local != MPI_COMM_NULL) MPI_Comm_free(&local);
+    if (shm) ring_shm_free(&shm);
+    return status;
+}
+
+int ring_shm_free(ring_shm_t **shmp)
+{
+    int status = RING_OK;
+    ring_shm_t *shm = shmp ? *shmp : NULL;
+    if (!shm) return RING_OK;
+    if (shm->win != MPI_WIN_NULL) RING_CHECK_MPI(MPI_Win_free(&shm->win));
+    if (shm->comm != MPI_COMM_NULL) RING_CHECK_MPI(MPI_Comm_free(&shm->comm));
+out:
+    free(shm->ctl);
+    free(shm->slab);
+    free(shm);
+    *shmp = NULL;
+    return status;
+}
+
+/* Until *counter >= target: spin a little (the other rank is usually a few
+ * hundred nanoseconds away), then give the core up between looks. */
+static void ring__shm_wait(_Atomic uint64_t *counter, uint64_t target)
+{
+    for (int spins = 0;
+         atomic_load_explicit(counter, memory_order_acquire) < target;
+         spins++) {
+        if (spins < 4096) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield();
+        }
+    }
+}
+
+/* Until no rank reads this rank's slab for an earlier chunk. */
+static void ring__shm_wait_released(ring_shm_t *shm)
+{
+    for (int r = 0; r < shm->size; r++)
+        if (r != shm->rank) ring__shm_wait(&shm->ctl[r]->released, shm->nchunks);
+}
+
+int ring_shm_slab(ring_shm_t *shm, void **slab, size_t *slab_bytes)
+{
+    if (!shm || !slab) {
+        ring__log("ring_shm_slab: %s is NULL", !shm ? "shm" : "slab");
+        return RING_ERR_ARG;
+    }
+    ring__shm_wait_released(shm);
+    *slab = shm->slab[shm->rank];
+    if (slab_bytes) *slab_bytes = shm->slab_bytes;
+    return RING_OK;
+}
+
+/* One chunk of n elements: src and dst are the caller's buffers at the
+ * chunk (src may be the own slab, dst too; then nothing is copied there). */
+typedef struct {
+    ring_shm_t *shm;
+    const char *src;
+    char *dst;
+    size_t n, esize, seg; /* elements; bytes per element; elements per seg */
+    ring_dtype_t dtype;
+    ring_op_t op;
+    uint64_t base; /* counters' value before this chunk */
+} ring__shm_chunk_t;
+
+/* Segment s of block b: its first element and length (0 past the end). */
+static size_t ring__shm_seg(const ring__shm_chunk_t *c, int b, size_t s,
+                           size_t *len)
+{
+    size_t count = ring__block_count(c->n, c->shm->size, b);
+    size_t first = s * c->seg;
+    *len = first < count ? (count - first < c->seg ? count - first : c->seg)
+                         : 0;
+    return ring__block_offset(c->n, c->shm->size, b) + first;
+}
+
+static void ring__shm_post(const ring__shm_chunk_t *c, size_t s)
+{
+    ring_shm_t *shm = c->shm;
+    char *slab = shm->slab[shm->rank];
+    if (c->src != slab)
+        for (int b = 0; b < shm->size; b++) {
+            size_t len, at = ring__shm_seg(c, b, s, &len);
+            if (b != shm->rank && len > 0)
+                memcpy(slab + at * c->esize, c->src + at * c->esize,
+                       len * c->esize);
+        }
+    atomic_store_explicit(&shm->ctl[shm->rank]->posted, c->base + s + 1,
+                          memory_order_release);
+}
+
+static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
+{
+    ring_shm_t *shm = c->shm;
+    int me = shm->rank, n = shm->size;
+    size_t len, at = ring__shm_seg(c, me, s, &len);
+    size_t off = at * c->esize;
+    char *acc = shm->slab[me] + off;
+    for (int r = 0; r < n; r++)
+        if (r != me) ring__shm_wait(&shm->ctl[r]->posted, c->base + s + 1);
+    if (len > 0) {
+        /* The own input first, as it may be acc itself (packed), then the
+         * others in rank order. */
+        const char *prev = c->src + off;
+        for (int r = 0, left = n - 1; r < n; r++) {
+            if (r == me) continue;
+            left--;
+            ring__reduce_host(acc, prev, shm->slab[r] + off, len, c->dtype,
+                              c->op, !left && c->op == RING_AVERAGE ? n : 1);
+            prev = acc;
+        }
+        if (c->dst + off != acc) memcpy(c->dst + off, acc, len * c->esize);
+    }
+    atomic_store_explicit(&shm->ctl[me]->reduced, c->base + s + 1,
+                          memory_order_release);
+}
+
+static void ring__shm_gather(const ring__shm_chunk_t *c, size_t s)
+{
+    ring_shm_t *shm = c->shm;
+    for (int r = 0; r < shm->size; r++) {
+        if (r == shm->rank) continue;
+        size_t len, at = ring__shm_seg(c, r, s, &len);
+        ring__shm_wait(&shm->ctl[r]->reduced, c->base + s + 1);
+        if (len > 0)
+            memcpy(c->dst + at * c->esize, shm->slab[r] + at * c->esize,
+                   len * c->esize);
+    }
+}
+
+static void ring__shm_chunk(ring__shm_chunk_t *c)
+{
+    ring_shm_t *shm = c->shm;
+    /* Block 0 is the longest: it sets the number of segments. */
+    size_t longest = ring__block_count(c->n, shm->size, 0);
+    size_t nseg = (longest + c->seg - 1) / c->seg;
+    ring__shm_wait_released(shm);
+    for (size_t s = 0; s < nseg; s++) {
+        ring__shm_post(c, s);
+        ring__shm_reduce(c, s);
+        if (s > 0) ring__shm_gather(c, s - 1);
+    }
+    if (nseg > 0) ring__shm_gather(c, nseg - 1);
+    shm->nsegs += nseg;
+    shm->nchunks++;
+    atomic_store_explicit(&shm->ctl[shm->rank]->released, shm->nchunks,
+                          memory_order_release);
+}
+
+/* A buffer may be the slab itself, or lie wholly outside it. */
+static const char *ring__shm_bad_buffer(const ring_shm_t *shm, const void *buf,
+                                        size_t nbytes)
+{
+    const char *p = buf, *slab = shm->slab[shm->rank];
+    if (p == slab)
+        return nbytes > shm->slab_bytes ? "is the slab, but count overruns it"
+                                         : NULL;
+    if (nbytes > 0 && p < slab + shm->slab_bytes && p + nbytes > slab)
+        return "overlaps the slab without starting at it";
+    return NULL;
+}
+
+int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
+                       size_t count, ring_dtype_t dtype, ring_op_t op)
+{
+    int status;
+    const ring__tuning_t *tuning;
+    if (!shm) {
+        ring__log("ring_shm_allreduce: shm is NULL");
+        return RING_ERR_ARG;
+    }
+    RING_CHECK(ring__check_args("ring_shm_allreduce", sendbuf, recvbuf, count,
+                                dtype, op, shm->comm));
+    RING_CHECK(ring__tuning(&tuning));
+    size_t esize = ring_dtype_size(dtype), nbytes = count * esize;
+    const char *why = ring__shm_bad_buffer(shm, sendbuf, nbytes);
+    const char *which = "sendbuf";
+    if (!why) {
+        why = ring__shm_bad_buffer(shm, recvbuf, nbytes);
+        which = "recvbuf";
+    }
+    if (why) {
+        ring__log("ring_shm_allreduce: %s %s (count=%zu, slab %zu bytes)",
+                  which, why, count, shm->slab_bytes);
+        status = RING_ERR_ARG;
+        goto out;
+    }
+    if (count == 0) goto out;
+    if (shm->size == 1) {
+        if (sendbuf != recvbuf) memcpy(recvbuf, sendbuf, nbytes);
+        goto out;
+    }
+    ring__shm_chunk_t c = {
+        .shm = shm,
+        .esize = esize,
+        .seg = tuning->segment_bytes / esize ? tuning->segment_bytes / esize : 1,
+        .dtype = dtype,
+        .op = op,
+    };
+    size_t per_chunk = shm->slab_bytes / esize;
+    for (size_t done = 0; done < count; done += c.n) {
+        c.n = count - done < per_chunk ? count - done : per_chunk;
+        c.src = (const char *)sendbuf + done * esize;
+        c.dst = (char *)recvbuf + done * esize;
+        c.base = shm->nsegs;
+        ring__shm_chunk(&c);
+    }
+out:
+    return status;
+}
