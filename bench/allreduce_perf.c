@@ -9,8 +9,14 @@
  *   mpi       the MPI library's MPI_Allreduce on the same buffers;
  *   noreduce  the very messages our ring moves (2(N-1) steps of count/N
  *             elements to the right neighbour) with no reduction: the limit
- *             a ring can reach on this machine (shared/BENCHMARKING.md).
- * --compare times all three interleaved per size on the same buffers,
+ *             a ring can reach on this machine (shared/BENCHMARKING.md);
+ *   shm       ours, ring_shm_allreduce(): every rank reduces its block
+ *             straight from the others' memory (all ranks on one node).
+ * When shm runs, recvbuf is shm's slab for every implementation (ring and
+ * MPI do not mind where their memory is): in place, shm then reduces data
+ * that already lies in shared memory, as hvd's fusion buffer does, and out
+ * of place it reads a private sendbuf.
+ * --compare times all four interleaved per size on the same buffers,
  * because on noisy machines only measurements taken side by side compare.
  *
  * Inputs are small integers, so every sum, product and average is exact in
@@ -56,8 +62,10 @@ typedef struct {
     int rank, nranks;
     size_t elsize;     /* bytes per element of opts.dtype */
     char *sendbuf;     /* inputs; max_nbytes / elsize elements each */
-    char *recvbuf;     /* results, and the data of in-place calls */
+    char *recvbuf;     /* results, and the data of in-place calls; shm's
+                          slab when shm runs */
     char *expected;    /* what recvbuf must hold after one call */
+    ring_shm_t *shm;   /* NULL when shm is not run, or cannot be */
 } bench_t;
 
 /* One implementation: whether it can run a call, and the call itself. */
@@ -358,17 +366,31 @@ static void noreduce_run(const bench_t *b, const void *sendbuf, void *recvbuf,
         noreduce_step(b, step == 0 ? sendbuf : recvbuf, recvbuf, count, step);
 }
 
+static const char *shm_unsupported(const bench_t *b, size_t count)
+{
+    (void)count;
+    return b->shm ? NULL : "the ranks are not all on one node";
+}
+
+static void shm_run(const bench_t *b, const void *sendbuf, void *recvbuf,
+                    size_t count)
+{
+    RING_CHECK(ring_shm_allreduce(b->shm, sendbuf, recvbuf, count,
+                                  b->opts.dtype, b->opts.op));
+}
+
 static const bench_impl_t impl_ring = {"ring", ring_unsupported, ring_run, 1};
 static const bench_impl_t impl_mpi = {"mpi", mpi_unsupported, mpi_run, 1};
 static const bench_impl_t impl_noreduce = {"noreduce", noreduce_unsupported,
                                            noreduce_run, 0};
+static const bench_impl_t impl_shm = {"shm", shm_unsupported, shm_run, 1};
 
 static const bench_impl_t *const impls[] = {&impl_ring, &impl_mpi,
-                                            &impl_noreduce};
+                                            &impl_noreduce, &impl_shm};
 
 /* ---- one measurement: an implementation, in place or not, at one size ---- */
 
-#define MAX_MEASUREMENTS 5
+#define MAX_MEASUREMENTS 8
 
 typedef struct {
     const bench_impl_t *impl;
@@ -504,9 +526,11 @@ typedef struct {
     int64_t nwrong;             /* wrong elements, all measurements */
     double busbw_sum[MAX_MEASUREMENTS];
     int busbw_n[MAX_MEASUREMENTS];
-    /* --compare: ratios ring/mpi and ring/noreduce, one per size */
+    /* --compare: busbw ratios, one per size (in place unless _oop) */
     double ratio_ip[MAX_SIZES], ratio_oop[MAX_SIZES], ratio_lim[MAX_SIZES];
     int nratio_ip, nratio_oop, nratio_lim;
+    double shm_lim[MAX_SIZES], shm_ring[MAX_SIZES], shm_mpi[MAX_SIZES];
+    int nshm_lim, nshm_ring, nshm_mpi;
 } summary_t;
 
 static void summary_add(summary_t *s, const bench_t *b,
@@ -568,24 +592,27 @@ static void print_single_row(const bench_t *b, const measurement_t *ms,
 
 /* --compare: which measurement is which, in the order they are timed. */
 enum { CMP_RING_OOP, CMP_RING_IP, CMP_MPI_OOP, CMP_MPI_IP, CMP_NOREDUCE_IP,
-       CMP_COUNT };
+       CMP_SHM_OOP, CMP_SHM_IP, CMP_COUNT };
 
-/* Columns 5-7 (ring, mpi, noreduce in-place busbw) are what bench/plot.gp
- * draws against column 1. */
+/* Columns 5-8 (ring, mpi, noreduce, shm in-place busbw) are what
+ * bench/plot.gp draws against column 1; bench/summarize.py reads 5-16. */
 static void print_compare_header(void)
 {
-    printf("# ring/mpi: busbw ratio (mpi time / ring time); ring/lim: ring "
-           "over noreduce, the same messages without reduction\n");
+    printf("# a/b: busbw ratio (b's time / a's time); lim: noreduce, the "
+           "ring's messages without reduction\n");
     printf("# %10s  %12s  %8s  %6s  %s  %s\n", "", "", "", "",
-           "--------------- in-place busbw ---------------",
-           "--- out-of-place busbw ---");
-    printf("# %10s  %12s  %8s  %6s  %7s  %7s  %8s  %8s  %8s  %7s  %7s  %8s  "
-           "%6s\n",
-           "size", "count", "type", "redop", "ring", "mpi", "noreduce",
-           "ring/mpi", "ring/lim", "ring", "mpi", "ring/mpi", "#wrong");
-    printf("# %10s  %12s  %8s  %6s  %7s  %7s  %8s  %8s  %8s  %7s  %7s\n",
-           "(B)", "(elements)", "", "", "(GB/s)", "(GB/s)", "(GB/s)", "", "",
-           "(GB/s)", "(GB/s)");
+           "-------------------------------- in-place busbw "
+           "---------------------------------",
+           "------ out-of-place busbw ------");
+    printf("# %10s  %12s  %8s  %6s  %7s  %7s  %8s  %7s  %8s  %8s  %8s  %8s  "
+           "%7s  %7s  %7s  %8s  %6s\n",
+           "size", "count", "type", "redop", "ring", "mpi", "noreduce", "shm",
+           "ring/mpi", "ring/lim", "shm/lim", "shm/ring", "ring", "mpi",
+           "shm", "ring/mpi", "#wrong");
+    printf("# %10s  %12s  %8s  %6s  %7s  %7s  %8s  %7s  %8s  %8s  %8s  %8s  "
+           "%7s  %7s  %7s\n",
+           "(B)", "(elements)", "", "", "(GB/s)", "(GB/s)", "(GB/s)",
+           "(GB/s)", "", "", "", "", "(GB/s)", "(GB/s)", "(GB/s)");
 }
 
 static void print_busbw(const bench_t *b, const measurement_t *m,
@@ -622,11 +649,22 @@ static void print_compare_row(const bench_t *b, const measurement_t *ms,
     print_busbw(b, &ms[CMP_RING_IP], nbytes, 7);
     print_busbw(b, &ms[CMP_MPI_IP], nbytes, 7);
     print_busbw(b, &ms[CMP_NOREDUCE_IP], nbytes, 8);
+    print_busbw(b, &ms[CMP_SHM_IP], nbytes, 7);
     print_ratio(&ms[CMP_RING_IP], &ms[CMP_MPI_IP], s->ratio_ip, &s->nratio_ip);
     print_ratio(&ms[CMP_RING_IP], &ms[CMP_NOREDUCE_IP], s->ratio_lim,
                 &s->nratio_lim);
+    print_ratio(&ms[CMP_SHM_IP], &ms[CMP_NOREDUCE_IP], s->shm_lim,
+                &s->nshm_lim);
+    print_ratio(&ms[CMP_SHM_IP], &ms[CMP_RING_IP], s->shm_ring,
+                &s->nshm_ring);
+    /* Kept for the footer only: the row is wide enough. */
+    if (ms[CMP_SHM_IP].skipped == NULL && ms[CMP_MPI_IP].skipped == NULL &&
+        ms[CMP_SHM_IP].seconds > 0 && s->nshm_mpi < MAX_SIZES)
+        s->shm_mpi[s->nshm_mpi++] =
+            ms[CMP_MPI_IP].seconds / ms[CMP_SHM_IP].seconds;
     print_busbw(b, &ms[CMP_RING_OOP], nbytes, 7);
     print_busbw(b, &ms[CMP_MPI_OOP], nbytes, 7);
+    print_busbw(b, &ms[CMP_SHM_OOP], nbytes, 7);
     print_ratio(&ms[CMP_RING_OOP], &ms[CMP_MPI_OOP], s->ratio_oop,
                 &s->nratio_oop);
     for (int i = 0; i < CMP_COUNT; i++)
@@ -701,6 +739,15 @@ static void print_wins(const char *placement, double *ratios, int n)
                count_at_least(ratios, n, 1.0), n, median(ratios, n));
 }
 
+static void print_median(const char *label, double *ratios, int n)
+{
+    printf("# %-20s : ", label);
+    if (n > 0)
+        printf("median %.2f in-place\n", median(ratios, n));
+    else
+        printf("n/a\n");
+}
+
 static void print_footer(const bench_t *b, summary_t *s)
 {
     int compare = b->opts.impl == NULL;
@@ -721,11 +768,15 @@ static void print_footer(const bench_t *b, summary_t *s)
     printf("# %-20s : ", "ring >= mpi");
     print_wins("in-place", s->ratio_ip, s->nratio_ip);
     print_wins(", out-of-place", s->ratio_oop, s->nratio_oop);
-    printf("\n# %-20s : ", "ring / noreduce");
-    if (s->nratio_lim > 0)
-        printf("median %.2f in-place\n", median(s->ratio_lim, s->nratio_lim));
-    else
-        printf("n/a\n");
+    printf("\n");
+    print_median("ring / noreduce", s->ratio_lim, s->nratio_lim);
+    print_mean_busbw(s, "Avg busbw shm", CMP_SHM_OOP, CMP_SHM_IP, "n/a");
+    printf("# %-20s : ", "shm >= ring");
+    print_wins("in-place", s->shm_ring, s->nshm_ring);
+    printf("\n# %-20s : ", "shm >= mpi");
+    print_wins("in-place", s->shm_mpi, s->nshm_mpi);
+    printf("\n");
+    print_median("shm / noreduce", s->shm_lim, s->nshm_lim);
     printf("#\n");
 }
 
@@ -744,6 +795,8 @@ static int plan_measurements(const bench_t *b, measurement_t *ms)
     ms[CMP_MPI_IP] = (measurement_t){.impl = &impl_mpi, .in_place = 1};
     ms[CMP_NOREDUCE_IP] = (measurement_t){.impl = &impl_noreduce,
                                           .in_place = 1};
+    ms[CMP_SHM_OOP] = (measurement_t){.impl = &impl_shm, .in_place = 0};
+    ms[CMP_SHM_IP] = (measurement_t){.impl = &impl_shm, .in_place = 1};
     return CMP_COUNT;
 }
 
@@ -784,15 +837,19 @@ static void print_impl_line(const bench_t *b)
     if (o->impl == NULL)
         printf("# Compare: per size and round, timed in this order: ring "
                "(algo %s) out-of-place, in-place; MPI_Allreduce out-of-place, "
-               "in-place; noreduce in-place\n", algo ? algo : "?");
+               "in-place; noreduce in-place; shm out-of-place, in-place\n",
+               algo ? algo : "?");
     else if (o->impl == &impl_ring)
         printf("# Impl: ring (ring_allreduce_algo, algo %s)\n",
                algo ? algo : "?");
     else if (o->impl == &impl_mpi)
         printf("# Impl: mpi (MPI_Allreduce)\n");
-    else
+    else if (o->impl == &impl_noreduce)
         printf("# Impl: noreduce (the ring's 2(n-1) messages, no reduction, "
                "nothing to check)\n");
+    else
+        printf("# Impl: shm (ring_shm_allreduce: blocks reduced straight "
+               "from the other ranks' memory)\n");
     if ((o->impl == NULL || o->impl == &impl_mpi) && o->op == RING_AVERAGE)
         printf("# MPI has no average: mpi is MPI_SUM, then a division by %d "
                "on each rank (timed)\n", b->nranks);
@@ -860,10 +917,11 @@ static const bench_cli_t cli = {
         "  -r, --rounds N           repeat the timing N times, interleaved "
         "with the other implementations (default 1)\n"
         "      --impl IMPL          ring (ours, default), mpi "
-        "(MPI_Allreduce) or noreduce (the ring's messages, no reduction)\n"
+        "(MPI_Allreduce), noreduce (the ring's messages, no reduction) or "
+        "shm (ours, through shared memory, one node)\n"
         "      --algo ALGO          ring's algorithm: auto, ring, rdb "
         "(default auto)\n"
-        "      --compare            time ring, mpi and noreduce "
+        "      --compare            time ring, mpi, noreduce and shm "
         "interleaved, one table\n",
     .usage_notes =
         "SIZE is bytes with an optional K, M or G suffix (powers of 1024).\n",
@@ -952,7 +1010,7 @@ static int parse_name_opt(int opt, const char *arg, bench_opts_t *o)
     case OPT_IMPL:
         if (parse_impl(arg, &o->impl))
             return bench_bad_value(lo, opt, arg,
-                                   "expected ring, mpi or noreduce");
+                                   "expected ring, mpi, noreduce or shm");
         return 0;
     default: /* OPT_ALGO */
         if (ring_algo_parse(arg, &o->algo) != RING_OK)
@@ -983,7 +1041,7 @@ static int check_opts(const bench_opts_t *o, int impl_given, int compare)
     else if (o->max_nbytes < o->min_nbytes)
         why = "-e/--maxbytes is smaller than -b/--minbytes";
     else if (compare && impl_given)
-        why = "--compare runs ring, mpi and noreduce: drop --impl";
+        why = "--compare runs ring, mpi, noreduce and shm: drop --impl";
     else if (o->op == RING_AVERAGE && !dtype_is_float(o->dtype))
         why = "-o avg needs a floating-point -d (float, double, half, "
               "bfloat16)";
@@ -1025,17 +1083,44 @@ static void alloc_buffers(bench_t *b)
     if (nbytes == 0)
         nbytes = b->elsize; /* every size is skipped; keep malloc simple */
     b->sendbuf = malloc(nbytes);
-    b->recvbuf = malloc(nbytes);
+    if (b->shm)
+        RING_CHECK(ring_shm_slab(b->shm, (void **)&b->recvbuf, NULL));
+    else
+        b->recvbuf = malloc(nbytes);
     b->expected = malloc(nbytes);
     if (b->sendbuf == NULL || b->recvbuf == NULL || b->expected == NULL)
         bench_die_nomem("3 buffers of -e/--maxbytes each (lower it)",
                         3 * nbytes);
 }
 
+/* The shared window for shm, when it runs and every rank is on this node;
+ * its slab holds the largest message, so no call is cut into chunks. */
+static void make_shm(bench_t *b)
+{
+    MPI_Comm node;
+    int node_size, together;
+
+    if (b->opts.impl != NULL && b->opts.impl != &impl_shm)
+        return;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+                                  MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_size(node, &node_size));
+    MPI_CHECK(MPI_Comm_free(&node));
+    together = node_size == b->nranks;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &together, 1, MPI_INT, MPI_LAND,
+                            MPI_COMM_WORLD));
+    if (together)
+        RING_CHECK(ring_shm_create(MPI_COMM_WORLD,
+                                   b->opts.max_nbytes + b->elsize, &b->shm));
+}
+
 static void free_buffers(bench_t *b)
 {
     free(b->sendbuf);
-    free(b->recvbuf);
+    if (b->shm)
+        RING_CHECK(ring_shm_free(&b->shm));
+    else
+        free(b->recvbuf);
     free(b->expected);
     b->sendbuf = b->recvbuf = b->expected = NULL;
 }
@@ -1072,6 +1157,7 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     }
     b.elsize = ring_dtype_size(b.opts.dtype);
+    make_shm(&b);
     print_header(&b);
     if (whole_run_unsupported(&b)) {
         MPI_CHECK(MPI_Finalize());
