@@ -105,6 +105,7 @@ int hvd_init(int *argc, char ***argv)
     if (status == HVD_OK)
         status = hvd__bind(hvd__engine.config.bind, hvd__local_rank,
                            hvd__local_size);
+    if (status == HVD_OK) status = hvd__execute_init(hvd__local_size);
     if (status == HVD_OK) status = hvd__engine_start();
     if (status != HVD_OK) return status;
     memset(hvd__unnamed_seq, 0, sizeof hvd__unnamed_seq);

@@ -15,7 +15,7 @@
 hvd__log_level_t hvd__log_level = HVD__LOG_WARNING;
 
 static const char *const hvd__level_names[] = {"error", "warning", "info",
-                                               "debug"};
+                                               "debug", NULL};
 
 double hvd__now(void)
 {
@@ -85,54 +85,62 @@ static int hvd__parse_path(const char *text, void *field)
     return 0;
 }
 
-/* The index of text among n names, ignoring case; -1 when none. */
-static int hvd__name_index(const char *text, const char *const *names, int n)
+/* The index of text among the NULL-ended names, ignoring case; -1 when
+ * none. */
+static int hvd__name_index(const char *text, const char *const *names)
 {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; names[i]; i++)
         if (strcasecmp(text, names[i]) == 0) return i;
     return -1;
 }
 
-static int hvd__parse_level(const char *text, void *field)
-{
-    int i = hvd__name_index(text, hvd__level_names, HVD__LOG_DEBUG + 1);
-    if (i < 0) return -1;
-    *(hvd__log_level_t *)field = (hvd__log_level_t)i;
-    return 0;
-}
-
-static int hvd__parse_bind(const char *text, void *field)
-{
-    static const char *const names[] = {"core", "numa", "none"};
-    int i = hvd__name_index(text, names, 3);
-    if (i < 0) return -1;
-    *(hvd__bind_t *)field = (hvd__bind_t)i;
-    return 0;
-}
-
 /* ---- the table ---- */
+
+/* A setting is parsed by `parse`, or, when that is NULL, is one of `names`
+ * (any case), stored as its index in an enum field. */
+static const char *const hvd__bind_names[] = {"core", "numa", "none", NULL};
+static const char *const hvd__intranode_names[] = {"auto", "shm", "ring", NULL};
 
 static const struct hvd__setting {
     const char *name, *fallback, *expects;
     size_t offset;
     int (*parse)(const char *text, void *field);
+    const char *const *names;
 } hvd__settings[] = {
     {"HVD_FUSION_THRESHOLD", "128M", "bytes such as 0, 64K or 128M",
-     offsetof(hvd__config_t, fusion_threshold), hvd__parse_bytes},
+     offsetof(hvd__config_t, fusion_threshold), hvd__parse_bytes, NULL},
     {"HVD_CYCLE_TIME", "1", "milliseconds from 0 to 60000",
-     offsetof(hvd__config_t, cycle_time_s), hvd__parse_millis},
+     offsetof(hvd__config_t, cycle_time_s), hvd__parse_millis, NULL},
     {"HVD_TIMELINE", "", "a file path",
-     offsetof(hvd__config_t, timeline), hvd__parse_path},
+     offsetof(hvd__config_t, timeline), hvd__parse_path, NULL},
     {"HVD_STALL_CHECK_TIME", "60", "seconds, 0 or more",
-     offsetof(hvd__config_t, stall_check_s), hvd__parse_seconds},
+     offsetof(hvd__config_t, stall_check_s), hvd__parse_seconds, NULL},
     {"HVD_STALL_SHUTDOWN_TIME", "0", "seconds, 0 (off) or more",
-     offsetof(hvd__config_t, stall_shutdown_s), hvd__parse_seconds},
+     offsetof(hvd__config_t, stall_shutdown_s), hvd__parse_seconds, NULL},
     {"HVD_LOG_LEVEL", "warning", "error, warning, info or debug",
-     offsetof(hvd__config_t, log_level), hvd__parse_level},
+     offsetof(hvd__config_t, log_level), NULL, hvd__level_names},
     {"HVD_BIND", "core", "core, numa or none",
-     offsetof(hvd__config_t, bind), hvd__parse_bind},
+     offsetof(hvd__config_t, bind), NULL, hvd__bind_names},
+    {"HVD_INTRANODE", "auto", "auto, shm or ring",
+     offsetof(hvd__config_t, intranode), NULL, hvd__intranode_names},
 };
 enum { HVD__NSETTINGS = sizeof hvd__settings / sizeof hvd__settings[0] };
+
+/* Enum fields are stored through an int. */
+_Static_assert(sizeof(hvd__log_level_t) == sizeof(int) &&
+                   sizeof(hvd__bind_t) == sizeof(int) &&
+                   sizeof(hvd__intranode_t) == sizeof(int),
+               "enum settings are int-sized");
+
+static int hvd__parse_setting(const struct hvd__setting *s, const char *text,
+                              void *field)
+{
+    if (s->parse) return s->parse(text, field);
+    int i = hvd__name_index(text, s->names);
+    if (i < 0) return -1;
+    *(int *)field = i;
+    return 0;
+}
 
 int hvd__config_read(hvd__config_t *config)
 {
@@ -141,8 +149,8 @@ int hvd__config_read(hvd__config_t *config)
         const struct hvd__setting *s = &hvd__settings[i];
         const char *text = getenv(s->name);
         int from_env = text && *text;
-        if (s->parse(from_env ? text : s->fallback,
-                     (char *)config + s->offset) != 0) {
+        if (hvd__parse_setting(s, from_env ? text : s->fallback,
+                               (char *)config + s->offset) != 0) {
             fprintf(stderr, "hvd: %s=\"%s\" is not valid: expected %s\n",
                     s->name, text, s->expects);
             return HVD_ERR_ARG;

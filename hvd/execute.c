@@ -2,7 +2,12 @@
  * allreduces into the fusion buffer, calls ring, copies results out and
  * completes the handles. A rank that has joined has no request of its own
  * and takes part with zeros (its results are dropped). Host memory only
- * for now. */
+ * for now.
+ *
+ * When every rank is on this node (and HVD_INTRANODE allows), allreduces go
+ * through ring_shm_allreduce and the fusion buffer is this rank's slab of
+ * the shared window: tensors are packed straight into shared memory, where
+ * the other ranks read them. */
 #include <stdlib.h>
 #include <string.h>
 #include "hvd/hvd_internal.h"
@@ -13,6 +18,44 @@ static struct {
     char *data;
     size_t cap;
 } hvd__fusion, hvd__scratch;
+
+static ring_shm_t *hvd__shm; /* NULL: the ring over MPI */
+
+/* The slab holds the fusion buffer; fusion off, it still carries unfused
+ * tensors in chunks of at least this size. */
+enum { HVD__SHM_MIN_SLAB = 4 << 20 };
+
+int hvd__execute_init(int local_size)
+{
+    hvd__intranode_t mode = hvd__engine.config.intranode;
+    int one_node = local_size == hvd__engine.size; /* the same everywhere */
+    if (mode == HVD__INTRANODE_SHM && !one_node) {
+        hvd__log(HVD__LOG_ERROR, "HVD_INTRANODE=shm: the %d ranks span "
+                 "several nodes (%d on this one); shared memory needs them "
+                 "on one (use auto or ring)", hvd__engine.size, local_size);
+        return HVD_ERR_ARG;
+    }
+    if (mode == HVD__INTRANODE_RING || !one_node || hvd__engine.size == 1)
+        return HVD_OK;
+    size_t slab = hvd__engine.config.fusion_threshold;
+    if (slab < HVD__SHM_MIN_SLAB) slab = HVD__SHM_MIN_SLAB;
+    int status = ring_shm_create(hvd__engine.comm, slab, &hvd__shm);
+    if (status == HVD_OK && hvd__engine.rank == 0)
+        hvd__log(HVD__LOG_INFO, "allreduce through shared memory, %zu-byte "
+                 "slab per rank", slab);
+    return status;
+}
+
+/* An allreduce of host data: through shared memory, or around the ring. */
+static int hvd__allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                          ring_dtype_t dtype, ring_op_t op)
+{
+    if (hvd__shm)
+        return ring_shm_allreduce(hvd__shm, sendbuf, recvbuf, count, dtype,
+                                  op);
+    return ring_allreduce(sendbuf, recvbuf, count, dtype, op,
+                          hvd__engine.comm);
+}
 
 static char *hvd__grow(char **data, size_t *cap, size_t nbytes)
 {
@@ -37,6 +80,7 @@ void hvd__execute_free(void)
 {
     free(hvd__fusion.data);
     free(hvd__scratch.data);
+    ring_shm_free(&hvd__shm);
     memset(&hvd__fusion, 0, sizeof hvd__fusion);
     memset(&hvd__scratch, 0, sizeof hvd__scratch);
 }
@@ -56,8 +100,8 @@ static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
     case HVD__ALLREDUCE: {
         char *z = h ? NULL : hvd__zeros(nbytes);
         if (!h && !z) return HVD_ERR_NOMEM;
-        return ring_allreduce(h ? h->sendbuf : z, h ? h->recvbuf : z,
-                              d->count, dtype, (ring_op_t)d->op, comm);
+        return hvd__allreduce(h ? h->sendbuf : z, h ? h->recvbuf : z,
+                              d->count, dtype, (ring_op_t)d->op);
     }
     case HVD__BROADCAST: {
         char *z = h ? NULL : hvd__zeros(nbytes);
@@ -85,7 +129,16 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
     int n = resp->head.ndescs;
     size_t total = 0, count = 0;
     for (int i = 0; i < n; i++) total += hvd__nbytes(&descs[i]);
-    char *buf = hvd__grow(&hvd__fusion.data, &hvd__fusion.cap, total + 1);
+    char *buf = NULL;
+    size_t slab_bytes = 0;
+    if (hvd__shm) {
+        int status = ring_shm_slab(hvd__shm, (void **)&buf, &slab_bytes);
+        if (status != HVD_OK) return status;
+    }
+    /* A group fits the slab (fusion stops at the threshold), but a private
+     * buffer is right whatever the sizes. */
+    if (total > slab_bytes)
+        buf = hvd__grow(&hvd__fusion.data, &hvd__fusion.cap, total + 1);
     if (!buf) return HVD_ERR_NOMEM;
     double t0 = hvd__now();
     size_t at = 0;
@@ -97,8 +150,8 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
         count += descs[i].count;
     }
     double t1 = hvd__now();
-    int status = ring_allreduce(buf, buf, count, (ring_dtype_t)descs[0].dtype,
-                                (ring_op_t)descs[0].op, hvd__engine.comm);
+    int status = hvd__allreduce(buf, buf, count, (ring_dtype_t)descs[0].dtype,
+                                (ring_op_t)descs[0].op);
     double t2 = hvd__now();
     at = 0;
     for (int i = 0; status == HVD_OK && i < n; i++) {
@@ -110,7 +163,9 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
     for (int i = 0; i < n; i++) {
         if (!hs[i]) continue;
         hvd__timeline_event(descs[i].name, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
-        hvd__timeline_event(descs[i].name, "RING_ALLREDUCE", t1, t2);
+        hvd__timeline_event(descs[i].name,
+                            hvd__shm ? "SHM_ALLREDUCE" : "RING_ALLREDUCE", t1,
+                            t2);
         hvd__timeline_event(descs[i].name, "MEMCPY_OUT_FUSION_BUFFER", t2, t3);
     }
     return status;

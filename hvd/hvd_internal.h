@@ -25,6 +25,12 @@ typedef enum {
 } hvd__log_level_t;
 
 typedef enum { HVD__BIND_CORE, HVD__BIND_NUMA, HVD__BIND_NONE } hvd__bind_t;
+/* HVD_INTRANODE: how ranks of one node reduce host tensors. */
+typedef enum {
+    HVD__INTRANODE_AUTO,
+    HVD__INTRANODE_SHM,
+    HVD__INTRANODE_RING
+} hvd__intranode_t;
 
 typedef struct {
     size_t fusion_threshold;       /* bytes; 0: no fusion */
@@ -34,6 +40,7 @@ typedef struct {
     double stall_shutdown_s;       /* 0: off */
     hvd__log_level_t log_level;
     hvd__bind_t bind;
+    hvd__intranode_t intranode;
 } hvd__config_t;
 
 /* Fills config from the environment; HVD_ERR_ARG naming the variable. */
@@ -200,6 +207,11 @@ int hvd__decode_plan(const char *bytes, size_t nbytes, hvd__plan_t *plan);
  * timeline's end of negotiation and start of queueing). */
 int hvd__execute(const hvd__response_t *response, hvd__list_t *pending,
                  int joined, double ready_s);
+/* Collective, before the engine starts: the shared window for allreduces
+ * when every rank is on this node (local_size of size) and HVD_INTRANODE
+ * allows it. HVD_ERR_ARG when HVD_INTRANODE=shm cannot hold. */
+int hvd__execute_init(int local_size);
+/* Collective (the shared window), after the engine has stopped. */
 void hvd__execute_free(void);
 
 /* ---- timeline (timeline.c), rank 0 only, all no-ops when off ---- */
