@@ -372,11 +372,16 @@ static const char *shm_unsupported(const bench_t *b, size_t count)
     return b->shm ? NULL : "the ranks are not all on one node";
 }
 
+/* Then waits until no rank reads this rank's slab (recvbuf) any more, so
+ * that whatever runs next may write there. */
 static void shm_run(const bench_t *b, const void *sendbuf, void *recvbuf,
                     size_t count)
 {
+    void *slab;
+
     RING_CHECK(ring_shm_allreduce(b->shm, sendbuf, recvbuf, count,
                                   b->opts.dtype, b->opts.op));
+    RING_CHECK(ring_shm_slab(b->shm, &slab, NULL));
 }
 
 static const bench_impl_t impl_ring = {"ring", ring_unsupported, ring_run, 1};

@@ -46,6 +46,14 @@ int hvd__execute_init(int local_size)
     return status;
 }
 
+/* The timeline's name for running a collective: allreduces say which
+ * path they took. */
+static const char *hvd__phase(int kind)
+{
+    if (kind != HVD__ALLREDUCE) return hvd__kind_name(kind);
+    return hvd__shm ? "SHM_ALLREDUCE" : "RING_ALLREDUCE";
+}
+
 /* An allreduce of host data: through shared memory, or around the ring. */
 static int hvd__allreduce(const void *sendbuf, void *recvbuf, size_t count,
                           ring_dtype_t dtype, ring_op_t op)
@@ -137,7 +145,7 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
     }
     /* A group fits the slab (fusion stops at the threshold), but a private
      * buffer is right whatever the sizes. */
-    if (total > slab_bytes)
+    if (!buf || total > slab_bytes)
         buf = hvd__grow(&hvd__fusion.data, &hvd__fusion.cap, total + 1);
     if (!buf) return HVD_ERR_NOMEM;
     double t0 = hvd__now();
@@ -163,9 +171,7 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
     for (int i = 0; i < n; i++) {
         if (!hs[i]) continue;
         hvd__timeline_event(descs[i].name, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
-        hvd__timeline_event(descs[i].name,
-                            hvd__shm ? "SHM_ALLREDUCE" : "RING_ALLREDUCE", t1,
-                            t2);
+        hvd__timeline_event(descs[i].name, hvd__phase(HVD__ALLREDUCE), t1, t2);
         hvd__timeline_event(descs[i].name, "MEMCPY_OUT_FUSION_BUFFER", t2, t3);
     }
     return status;
@@ -198,7 +204,7 @@ int hvd__execute(const hvd__response_t *resp, hvd__list_t *pending,
         status = hvd__run_one(&resp->descs[0], hs[0]);
         if (hs[0])
             hvd__timeline_event(resp->descs[0].name,
-                                hvd__kind_name(resp->descs[0].kind), start,
+                                hvd__phase(resp->descs[0].kind), start,
                                 hvd__now());
     }
     hvd__complete_many(hs, (size_t)n, status);

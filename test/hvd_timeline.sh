@@ -1,17 +1,21 @@
 #!/bin/sh
 # test/hvd_timeline.sh: HVD_TIMELINE at 2 and 3 ranks, through
 # test/mpirun.sh: test_hvd_timeline checks its own results and the file's
-# shape; here python3 (when installed) parses the file as JSON and looks
-# for an event naming each request, in "name" or anywhere in "args".
+# shape, and that allreduces took the shared-memory path (all ranks are on
+# this node) or, with HVD_INTRANODE=ring, the ring; here python3 (when
+# installed) parses the file as JSON and looks for an event naming each
+# request, in "name" or anywhere in "args".
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # shellcheck source=test/script_lib.sh
 . "${srcdir:-.}/test/script_lib.sh"
 script_setup hvd_timeline
 # Keep in step with the names in test/test_hvd_timeline.c.
 names="tl.blocking tl.async.0 tl.async.1 tl.async.2 tl.bcast tl.gather"
-for np in 2 3; do
-    trace=$dir/timeline_np$np.json
-    script_launch "np=$np" "$np" test/test_hvd_timeline "$trace"
+for run in 2:auto:SHM 3:auto:SHM 2:ring:RING; do
+    np=${run%%:*} path=${run#*:} phase=${path#*:}_ALLREDUCE path=${path%:*}
+    trace=$dir/timeline_np${np}_$path.json
+    HVD_INTRANODE=$path script_launch "np=$np HVD_INTRANODE=$path" "$np" \
+        test/test_hvd_timeline "$trace" "$phase"
     command -v python3 > /dev/null 2>&1 || {
         echo "note: no python3, the JSON is not parsed"
         continue

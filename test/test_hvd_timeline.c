@@ -1,10 +1,12 @@
 /* test/test_hvd_timeline.c: HVD_TIMELINE (run by test/hvd_timeline.sh,
  * which parses the file as JSON afterwards).
  *
- *   test_hvd_timeline PATH   sets HVD_TIMELINE=PATH, makes the collectives
- *                            named in `names` below, shuts down, and then
- *                            rank 0 checks that PATH holds one JSON array
- *                            ("[" ... "]") mentioning every name.
+ *   test_hvd_timeline PATH [PHASE]
+ *       sets HVD_TIMELINE=PATH, makes the collectives named in `names`
+ *       below, shuts down, and then rank 0 checks that PATH holds one JSON
+ *       array ("[" ... "]") mentioning every name, and an event named PHASE
+ *       when given (SHM_ALLREDUCE or RING_ALLREDUCE: the path the
+ *       allreduces took).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <ctype.h>
@@ -35,11 +37,11 @@ static char *slurp(const char *path)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_hvd_timeline PATH\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: test_hvd_timeline PATH [PHASE]\n");
         return TEST_HARD_ERROR;
     }
-    const char *path = argv[1];
+    const char *path = argv[1], *phase = argc == 3 ? argv[2] : NULL;
     setenv("HVD_TIMELINE", path, 1);
     if (hvd_init(&argc, &argv) != HVD_OK) return TEST_HARD_ERROR;
     int rank = test_rank = hvd_rank(), size = hvd_size();
@@ -74,6 +76,12 @@ int main(int argc, char **argv)
                 if (!strstr(text, names[k]))
                     TEST_FAIL("timeline n=%d: %s never mentions \"%s\"", size,
                               path, names[k]);
+            char event[64];
+            snprintf(event, sizeof event, "\"name\": \"%s\"",
+                     phase ? phase : "");
+            if (phase && !strstr(text, event))
+                TEST_FAIL("timeline n=%d: %s has no %s event", size, path,
+                          phase);
         }
         free(text);
         printf("test_hvd_timeline n=%d: %s\n", size,
