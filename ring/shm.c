@@ -167,7 +167,7 @@ static void ring__shm_wait(_Atomic uint64_t *counter, uint64_t target)
     for (int spins = 0;
          atomic_load_explicit(counter, memory_order_acquire) < target;
          spins++) {
-        if (spins < 4096) {
+        if (spins < 256) {
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #endif
