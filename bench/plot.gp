@@ -1,12 +1,13 @@
 # bench/plot.gp: bus bandwidth against message size from the table that
 # `allreduce_perf --compare` prints, one line each for our ring, the MPI
-# library's MPI_Allreduce and "noreduce" (the same messages with no
-# reduction: the limit for a ring on this machine). All in place.
+# library's MPI_Allreduce, "noreduce" (the same messages with no
+# reduction: the limit for a ring on this machine) and our shared-memory
+# allreduce. All in place.
 #
 # Usage: gnuplot -c bench/plot.gp IN.txt OUT.png [TITLE]   (or bench/plot.sh)
 #
 # Columns read (lines starting with '#' are comments to gnuplot):
-#   1 size (B), 5 ring, 6 mpi, 7 noreduce: in-place busbw in GB/s.
+#   1 size (B), 5 ring, 6 mpi, 7 noreduce, 8 shm: in-place busbw in GB/s.
 # "n/a" (mpi for dtypes MPI lacks, such as half) is treated as missing.
 
 if (ARGC < 2) {
@@ -45,4 +46,6 @@ plot infile using 1:5 with linespoints lw 2 pt 7 ps 0.8 lc rgb "#1f77b4" \
      infile using 1:6 with linespoints lw 2 pt 5 ps 0.8 lc rgb "#d62728" \
          title "MPI\\_Allreduce", \
      infile using 1:7 with lines lw 2 dt 2 lc rgb "#7f7f7f" \
-         title "no reduction (limit)"
+         title "no reduction (limit)", \
+     infile using 1:8 with linespoints lw 2 pt 9 ps 0.8 lc rgb "#2ca02c" \
+         title "shm (ours, shared memory)"

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """bench/summarize.py: the median over several `allreduce_perf --compare`
-launches of the same configuration, per size: busbw of ring, MPI and the
-no-reduction limit (in place), and the ring/MPI ratio in place and out of
-place with its spread (min-max) across launches. The machines here vary
+launches of the same configuration, per size: busbw of ring, MPI, the
+no-reduction limit and shm (in place), the ring/MPI ratio in place and out
+of place, and shm over the limit and over the ring (in place), each with its
+spread (min-max) across launches. The machines here vary
 4-5x between launches, so one launch proves nothing; the median of
 interleaved ratios does.
 
@@ -18,12 +19,13 @@ def parse(path):
     with open(path) as f:
         for line in f:
             fields = line.split()
-            if not fields or not fields[0].isdigit() or len(fields) < 13:
+            if not fields or not fields[0].isdigit() or len(fields) < 17:
                 continue
-            num = [None if v == "n/a" else float(v) for v in fields[4:12]]
+            num = [None if v == "n/a" else float(v) for v in fields[4:16]]
             rows[int(fields[0])] = {
-                "ring": num[0], "mpi": num[1], "limit": num[2],
-                "ratio_in": num[3], "ratio_out": num[7],
+                "ring": num[0], "mpi": num[1], "limit": num[2], "shm": num[3],
+                "ratio_in": num[4], "shm_lim": num[6], "shm_ring": num[7],
+                "ratio_out": num[11],
             }
     return rows
 
@@ -37,15 +39,26 @@ def main(paths):
         sys.exit("summarize.py: no common sizes (not --compare output?)")
     med = statistics.median
     print(f"# {len(runs)} launches; medians; (min-max) across launches")
-    print("# size (B) | busbw GB/s in place: ring mpi limit | "
-          "ring/mpi in place | ring/mpi out of place")
+    print("# size (B) | busbw GB/s in place: ring mpi limit shm | "
+          "ring/mpi in place | ring/mpi out of place | shm/limit | shm/ring")
+
+    def spread(values):
+        """median (min-max), or n/a where a launch had no figure."""
+        if any(v is None for v in values):
+            return "n/a"
+        return f"{med(values):4.2f} ({min(values):.2f}-{max(values):.2f})"
+
+    def busbw(values):
+        return "  n/a" if any(v is None for v in values) else \
+            f"{med(values):5.2f}"
+
     for s in sizes:
         col = {k: [r[s][k] for r in runs] for k in runs[0][s]}
-        rin, rout = col["ratio_in"], col["ratio_out"]
-        print(f"{s:>10} | {med(col['ring']):5.2f} {med(col['mpi']):5.2f} "
-              f"{med(col['limit']):5.2f} | {med(rin):4.2f} "
-              f"({min(rin):.2f}-{max(rin):.2f}) | {med(rout):4.2f} "
-              f"({min(rout):.2f}-{max(rout):.2f})")
+        print(f"{s:>10} | " +
+              " ".join(busbw(col[k]) for k in ("ring", "mpi", "limit", "shm")) +
+              " | " + " | ".join(spread(col[k]) for k in
+                                 ("ratio_in", "ratio_out", "shm_lim",
+                                  "shm_ring")))
 
 
 if __name__ == "__main__":
