@@ -3,13 +3,14 @@
 # Slurm cluster on this machine, for test/slurm.sh and for trying
 # examples/slurm/ by hand.
 #
-#   start   installs Debian's slurm-wlm daemons and munge when missing
-#           (apt-get, as root or through sudo -n), writes a slurm.conf
-#           for one node (this host, its real cores, oversubscription
-#           allowed, no cgroups, MpiDefault=pmix when Slurm has it),
-#           starts munged, slurmctld and slurmd, and waits until the node
-#           is idle. Already running from this folder: waits until the
-#           node takes jobs (idle, or busy with some) and returns.
+#   start   installs what is missing of Debian's slurm-wlm daemons,
+#           munge and the library Slurm's pmix plugin loads (apt-get, as
+#           root or through sudo -n), writes a slurm.conf for one node
+#           (this host, its real cores, oversubscription allowed, no
+#           cgroups, MpiDefault=pmix when Slurm has it), starts munged,
+#           slurmctld and slurmd, and waits until the node is idle.
+#           Already running from this folder: waits until the node takes
+#           jobs (idle, or busy with some) and returns.
 #   stop    cancels the cluster's jobs, then ends exactly the daemons that
 #           start recorded (a pid counts only while its command line names
 #           this folder, so a recycled pid is never killed).
@@ -33,7 +34,10 @@ conf=$state/slurm.conf
 socket=$state/munge/munge.socket
 wait_s=${HVD_SLURM_WAIT:-60}
 node=$(hostname -s)
-packages=(slurmctld slurmd slurm-client munge)
+# libpmix-dev: Debian's mpi/pmix plugin dlopens pmix2/lib/libpmix.so,
+# which only that package ships; without it srun --mpi=list still shows
+# pmix but every job fails "can not load PMIx library".
+packages=(slurmctld slurmd slurm-client munge libpmix-dev)
 export SLURM_CONF=$conf
 
 say() { echo "start-local-slurm: $*"; }
