@@ -157,7 +157,7 @@ MailProg=/bin/true
 $hw NodeAddr=127.0.0.1 State=UNKNOWN
 # Jobs may share cores; a job with more tasks than cores asks for
 # --overcommit.
-PartitionName=local Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+PartitionName=local Nodes=$node Default=YES OverSubscribe=FORCE:4
 EOF
     # Debian's Open MPI takes its ranks from PMIx; srun's default must
     # match it, or each rank starts alone as rank 0 of 1 (or aborts).
