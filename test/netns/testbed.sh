@@ -18,9 +18,11 @@
 # interfaces, routes and firewall are never touched, so the bed neither
 # disturbs the machine nor depends on its firewall, and removing the
 # namespaces removes everything. mpirun reaches the hosts through this
-# script as its rsh agent, which gives each command the host's own UTS
-# namespace and hostname: Open MPI and hvd tell nodes apart by hostname.
-# Hosts are named to mpirun by address, so nothing needs /etc/hosts.
+# script as its rsh agent, which also gives each command the host's own
+# UTS namespace and hostname, as real hosts have: MPI_Get_processor_name,
+# hvd's logs and anything else keyed on the hostname tell the hosts apart
+# (Open MPI itself makes a node of each daemon it starts). Hosts are named
+# to mpirun by address, so nothing needs /etc/hosts.
 #
 # Requires root (or CAP_SYS_ADMIN and CAP_NET_ADMIN), iproute2's ip,
 # util-linux's unshare, and Open MPI (the agent is its plm_rsh_agent).
