@@ -60,7 +60,6 @@ typedef struct {
     int *node_idx;   /* (size) the rank's node */
     int *local_rank; /* (size) its index among its node's ranks */
     int *ring_rank;  /* (size) its rank in the ring order */
-    int *ring_order; /* (size) the rank at each place of the ring */
     int *node_size;  /* (nnodes) ranks on the node */
     int *node_start; /* (nnodes) the ring rank of the node's lowest rank */
 } hvd__topo_t;

@@ -42,15 +42,14 @@ int hvd__topo_build(hvd__topo_t *topo, const int *first, int size)
     for (int r = 0; r < size; r++)
         if (first[r] < 0 || first[r] > r || first[first[r]] != first[r])
             return HVD_ERR_ARG;
-    int *slab = calloc((size_t)size * 6, sizeof *slab);
+    int *slab = calloc((size_t)size * 5, sizeof *slab);
     if (!slab) return HVD_ERR_NOMEM;
     topo->size = size;
     topo->node_idx = slab;
     topo->local_rank = slab + size;
     topo->ring_rank = slab + 2 * (size_t)size;
-    topo->ring_order = slab + 3 * (size_t)size;
-    topo->node_size = slab + 4 * (size_t)size;
-    topo->node_start = slab + 5 * (size_t)size;
+    topo->node_size = slab + 3 * (size_t)size;
+    topo->node_start = slab + 4 * (size_t)size;
     /* first[r] <= r: a node's index is known before its other ranks. */
     for (int r = 0; r < size; r++) {
         int node = first[r] == r ? topo->nnodes++ : topo->node_idx[first[r]];
@@ -59,11 +58,9 @@ int hvd__topo_build(hvd__topo_t *topo, const int *first, int size)
     }
     for (int n = 1; n < topo->nnodes; n++)
         topo->node_start[n] = topo->node_start[n - 1] + topo->node_size[n - 1];
-    for (int r = 0; r < size; r++) {
-        int at = topo->node_start[topo->node_idx[r]] + topo->local_rank[r];
-        topo->ring_rank[r] = at;
-        topo->ring_order[at] = r;
-    }
+    for (int r = 0; r < size; r++)
+        topo->ring_rank[r] =
+            topo->node_start[topo->node_idx[r]] + topo->local_rank[r];
     return HVD_OK;
 }
 
@@ -134,22 +131,43 @@ static void hvd__append(char *line, size_t nbytes, size_t *used,
     *used = nbytes;
 }
 
-/* With more than one node: how many, their sizes and the ring order. */
-static void hvd__log_nodes(void)
+/* With more than one node: how many, their sizes, and the order in which
+ * the ring visits the ranks, read back from hvd__ring_comm itself, with a
+ * bar wherever it crosses to another node. */
+static int hvd__log_nodes(void)
 {
     const hvd__topo_t *t = &hvd__topo;
     char sizes[1024] = "", order[1024] = "";
     size_t nsizes = 0, norder = 0;
-    for (int n = 0; n < t->nnodes; n++) {
+    int status = HVD_OK,
+        *ring_ranks = malloc(2 * (size_t)t->size * sizeof(int));
+    MPI_Group ring = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    if (!ring_ranks) return HVD_ERR_NOMEM;
+    int *who = ring_ranks + t->size; /* the rank at each place of the ring */
+    for (int i = 0; i < t->size; i++)
+        ring_ranks[i] = i;
+    if (MPI_Comm_group(hvd__ring_comm, &ring) != MPI_SUCCESS ||
+        MPI_Comm_group(hvd__engine.comm, &world) != MPI_SUCCESS ||
+        MPI_Group_translate_ranks(ring, t->size, ring_ranks, world, who) !=
+            MPI_SUCCESS) {
+        status = HVD_ERR_MPI;
+        goto out;
+    }
+    for (int n = 0; n < t->nnodes; n++)
         hvd__append(sizes, sizeof sizes, &nsizes, " %d", t->node_size[n]);
-        for (int i = 0; i < t->node_size[n]; i++)
-            hvd__append(order, sizeof order, &norder, " %d",
-                        t->ring_order[t->node_start[n] + i]);
-        if (n + 1 < t->nnodes) hvd__append(order, sizeof order, &norder, " |");
+    for (int i = 0; i < t->size; i++) {
+        if (i > 0 && t->node_idx[who[i]] != t->node_idx[who[i - 1]])
+            hvd__append(order, sizeof order, &norder, " |");
+        hvd__append(order, sizeof order, &norder, " %d", who[i]);
     }
     hvd__log(HVD__LOG_INFO, "topology: %d nodes, ranks per node%s", t->nnodes,
              sizes);
     hvd__log(HVD__LOG_INFO, "topology: ring order%s (| between nodes)", order);
+out:
+    if (ring != MPI_GROUP_NULL) MPI_Group_free(&ring);
+    if (world != MPI_GROUP_NULL) MPI_Group_free(&world);
+    free(ring_ranks);
+    return status;
 }
 
 int hvd__topology_log(const char *place)
@@ -167,7 +185,7 @@ int hvd__topology_log(const char *place)
         free(all);
         return HVD_ERR_MPI;
     }
-    if (rank == 0 && hvd__topo.nnodes > 1) hvd__log_nodes();
+    int status = rank == 0 && hvd__topo.nnodes > 1 ? hvd__log_nodes() : HVD_OK;
     for (int r = 0; rank == 0 && r < size; r++) {
         int node = hvd__topo.node_idx[r];
         hvd__log(HVD__LOG_INFO,
@@ -176,5 +194,5 @@ int hvd__topology_log(const char *place)
                  hvd__topo.node_size[node], all[r].place);
     }
     free(all);
-    return HVD_OK;
+    return status;
 }

@@ -41,20 +41,26 @@ static void check(const char *hosts, int nnodes, const char *ring)
     TEST_EQ(t.size, size);
     TEST_EQ(t.nnodes, nnodes);
 
-    int seen[MAX_RANKS] = {0}, hops = 0, local[MAX_RANKS] = {0}, nodes = 0;
+    /* order: the rank at each place of the ring, each place taken once. */
+    int order[MAX_RANKS], hops = 0, local[MAX_RANKS] = {0}, nodes = 0;
+    for (int i = 0; i < size; i++)
+        order[i] = -1;
     for (int r = 0; r < size; r++) {
-        int node = t.node_idx[r];
+        int node = t.node_idx[r], at = t.ring_rank[r];
         TEST_EQ(node, first[r] == r ? nodes++ : t.node_idx[first[r]]);
-        if (node < 0 || node >= nnodes) break;
+        if (node < 0 || node >= nnodes || at < 0 || at >= size ||
+            order[at] != -1) {
+            TEST_FAIL("rank %d: node %d, ring rank %d: out of range or taken",
+                      r, node, at);
+            goto out;
+        }
         TEST_EQ(t.local_rank[r], local[node]++);
-        TEST_EQ(t.ring_order[t.ring_rank[r]], r);
+        order[at] = r;
     }
     for (int n = 0; n < nnodes; n++)
         TEST_EQ(t.node_size[n], local[n]);
     for (int i = 0; i < size; i++) {
-        int r = t.ring_order[i], next = t.ring_order[(i + 1) % size];
-        TEST_TRUE(r >= 0 && r < size && !seen[r]);
-        if (r >= 0 && r < size) seen[r] = 1;
+        int r = order[i], next = order[(i + 1) % size];
         TEST_EQ(r, ring[i] - '0');
         if (hosts[r] != hosts[next]) hops++;
         /* Within a node, rank order; a node's ranks start at node_start. */
@@ -62,6 +68,7 @@ static void check(const char *hosts, int nnodes, const char *ring)
         if (t.local_rank[r] == 0) TEST_EQ(t.node_start[t.node_idx[r]], i);
     }
     TEST_EQ(hops, nnodes > 1 ? nnodes : 0);
+out:
     if (test_failures > failures)
         fprintf(stderr, "  in the case hosts=%s ring=%s\n", hosts, ring);
     hvd__topo_free(&t);
