@@ -49,7 +49,7 @@ for tool in flock ip unshare; do
         exit 77
     fi
 done
-if ! { : >> "$lock"; } 2> /dev/null; then
+if ! (: >> "$lock") 2> /dev/null; then
     echo "SKIP: cannot write $lock (the test bed needs root)"
     exit 77
 fi
