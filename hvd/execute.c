@@ -51,27 +51,28 @@ static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
 {
     size_t nbytes = hvd__nbytes(d);
     ring_dtype_t dtype = (ring_dtype_t)d->dtype;
-    MPI_Comm comm = hvd__engine.comm;
     switch (d->kind) {
     case HVD__ALLREDUCE: {
         char *z = h ? NULL : hvd__zeros(nbytes);
         if (!h && !z) return HVD_ERR_NOMEM;
         return ring_allreduce(h ? h->sendbuf : z, h ? h->recvbuf : z,
-                              d->count, dtype, (ring_op_t)d->op, comm);
+                              d->count, dtype, (ring_op_t)d->op,
+                              hvd__ring_comm);
     }
     case HVD__BROADCAST: {
         char *z = h ? NULL : hvd__zeros(nbytes);
         if (!h && !z) return HVD_ERR_NOMEM;
-        return ring_broadcast(h ? h->recvbuf : z, d->count, dtype, d->root,
-                              comm);
+        return ring_broadcast(h ? h->recvbuf : z, d->count, dtype,
+                              hvd__topo.ring_rank[d->root], hvd__ring_comm);
     }
     case HVD__ALLGATHER: {
-        /* A joined rank: nbytes of zeros to give, then room for all. */
+        /* A joined rank: nbytes of zeros to give, then room for all. In
+         * rank order (hvd__engine.comm): the result is laid out by rank. */
         size_t all = nbytes * (size_t)hvd__engine.size;
         char *z = h ? NULL : hvd__zeros(nbytes + all);
         if (!h && !z) return HVD_ERR_NOMEM;
         return ring_allgather(h ? h->sendbuf : z, h ? h->recvbuf : z + nbytes,
-                              d->count, dtype, comm);
+                              d->count, dtype, hvd__engine.comm);
     }
     default: /* a barrier: agreeing that every rank reached it was all */
         return HVD_OK;
@@ -98,7 +99,7 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
     }
     double t1 = hvd__now();
     int status = ring_allreduce(buf, buf, count, (ring_dtype_t)descs[0].dtype,
-                                (ring_op_t)descs[0].op, hvd__engine.comm);
+                                (ring_op_t)descs[0].op, hvd__ring_comm);
     double t2 = hvd__now();
     at = 0;
     for (int i = 0; status == HVD_OK && i < n; i++) {
