@@ -14,7 +14,6 @@ RING_STATUS_MAP(HVD__SAME_STATUS)
 
 static enum { HVD__NEW, HVD__UP, HVD__DOWN } hvd__state = HVD__NEW;
 static int hvd__started_mpi; /* we called MPI_Init_thread: we finalise */
-static int hvd__local_rank, hvd__local_size, hvd__cross_rank, hvd__cross_size;
 static uint64_t hvd__unnamed_seq[HVD__KIND_COUNT]; /* names for NULL */
 
 const char *hvd_strerror(int status)
@@ -35,27 +34,6 @@ static int hvd__check_up(const char *func)
             hvd__state == HVD__NEW ? "call hvd_init() first"
                                    : "hvd_shutdown() was called");
     return HVD_ERR_STATE;
-}
-
-/* Local rank and size from the node's shared-memory communicator; cross
- * rank and size from the ranks that share our local rank (one per node). */
-static int hvd__topology(void)
-{
-    MPI_Comm local, cross;
-    if (MPI_Comm_split_type(hvd__engine.comm, MPI_COMM_TYPE_SHARED,
-                            hvd__engine.rank, MPI_INFO_NULL, &local) !=
-        MPI_SUCCESS)
-        return HVD_ERR_MPI;
-    MPI_Comm_rank(local, &hvd__local_rank);
-    MPI_Comm_size(local, &hvd__local_size);
-    MPI_Comm_free(&local);
-    if (MPI_Comm_split(hvd__engine.comm, hvd__local_rank, hvd__engine.rank,
-                       &cross) != MPI_SUCCESS)
-        return HVD_ERR_MPI;
-    MPI_Comm_rank(cross, &hvd__cross_rank);
-    MPI_Comm_size(cross, &hvd__cross_size);
-    MPI_Comm_free(&cross);
-    return HVD_OK;
 }
 
 int hvd_init(int *argc, char ***argv)
@@ -99,15 +77,23 @@ int hvd_init(int *argc, char ***argv)
         return HVD_ERR_MPI;
     MPI_Comm_rank(hvd__engine.comm, &hvd__engine.rank);
     MPI_Comm_size(hvd__engine.comm, &hvd__engine.size);
-    status = hvd__topology();
+    status = hvd__topology_init();
     if (status == HVD_OK && hvd__engine.rank == 0) hvd__config_print();
-    /* Before the engine thread starts, which then inherits the binding. */
-    if (status == HVD_OK)
-        status = hvd__bind(hvd__engine.config.bind, hvd__local_rank,
-                           hvd__local_size);
-    if (status == HVD_OK) status = hvd__execute_init(hvd__local_size);
+    if (status == HVD_OK) {
+        const hvd__topo_t *t = &hvd__topo;
+        int rank = hvd__engine.rank;
+        char place[HVD__PLACE_MAX];
+        /* Before the engine thread starts, which then inherits it. */
+        hvd__bind(hvd__engine.config.bind, t->local_rank[rank],
+                  t->node_size[t->node_idx[rank]], place, sizeof place);
+        status = hvd__topology_log(place);
+    }
+    if (status == HVD_OK) status = hvd__execute_init(hvd__topo.nnodes);
     if (status == HVD_OK) status = hvd__engine_start();
-    if (status != HVD_OK) return status;
+    if (status != HVD_OK) {
+        hvd__topology_free();
+        return status;
+    }
     memset(hvd__unnamed_seq, 0, sizeof hvd__unnamed_seq);
     hvd__state = HVD__UP;
     return HVD_OK;
@@ -119,6 +105,7 @@ int hvd_shutdown(void)
     if (status != HVD_OK) return status;
     status = hvd__engine_stop();
     hvd__state = HVD__DOWN;
+    hvd__topology_free();
     MPI_Comm_free(&hvd__engine.comm);
     if (hvd__started_mpi) MPI_Finalize();
     hvd__started_mpi = 0;
@@ -133,10 +120,11 @@ int hvd_shutdown(void)
     }
 HVD__TOPOLOGY(hvd_rank, hvd__engine.rank)
 HVD__TOPOLOGY(hvd_size, hvd__engine.size)
-HVD__TOPOLOGY(hvd_local_rank, hvd__local_rank)
-HVD__TOPOLOGY(hvd_local_size, hvd__local_size)
-HVD__TOPOLOGY(hvd_cross_rank, hvd__cross_rank)
-HVD__TOPOLOGY(hvd_cross_size, hvd__cross_size)
+HVD__TOPOLOGY(hvd_local_rank, hvd__topo.local_rank[hvd__engine.rank])
+HVD__TOPOLOGY(hvd_local_size,
+              hvd__topo.node_size[hvd__topo.node_idx[hvd__engine.rank]])
+HVD__TOPOLOGY(hvd_cross_rank, hvd__topo.node_idx[hvd__engine.rank])
+HVD__TOPOLOGY(hvd_cross_size, hvd__topo.nnodes)
 #undef HVD__TOPOLOGY
 
 /* ---- submitting ---- */

@@ -11,8 +11,8 @@
  * A process the launcher already bound to part of the node (mpirun's
  * --bind-to, srun's --cpu-bind) is left where it was put: the launcher
  * was told where it goes. Placement is an optimisation, so hwloc failing
- * is a warning, not an error. Rank 0 logs every rank's place at info
- * level.
+ * is a warning, not an error. hvd__bind describes the place it chose,
+ * which rank 0 logs for every rank (hvd/topology.c).
  *
  * In a CUDA build on a node with GPUs, local rank r takes device
  * r mod (visible devices), made current before any other CUDA call of
@@ -25,7 +25,6 @@
 #include <hwloc/cudart.h>
 #endif
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include "hvd/hvd_internal.h"
 
@@ -122,10 +121,11 @@ static void hvd__bind_in(hwloc_topology_t topo, hvd__bind_t mode,
     hwloc_bitmap_free(set);
 }
 
-int hvd__bind(hvd__bind_t mode, int local_rank, int local_size)
+void hvd__bind(hvd__bind_t mode, int local_rank, int local_size, char *place,
+               size_t nbytes)
 {
-    char where[HVD__PLACE_MAX - 160], host[MPI_MAX_PROCESSOR_NAME] = "?";
-    int len = 0, device = hvd__pick_device(local_rank);
+    char where[HVD__PLACE_MAX - 32], gpu[32] = "cpu";
+    int device = hvd__pick_device(local_rank);
     hwloc_topology_t topo;
     if (mode == HVD__BIND_NONE) {
         snprintf(where, sizeof where, "not bound (HVD_BIND=none)");
@@ -142,21 +142,6 @@ int hvd__bind(hvd__bind_t mode, int local_rank, int local_size)
     }
     if (strncmp(where, "not bound:", 10) == 0)
         hvd__log(HVD__LOG_WARNING, "placement: %s", where);
-
-    /* Rank 0 logs everyone's place: "host, local rank r of s: where". */
-    char line[HVD__PLACE_MAX], gpu[32] = "";
-    MPI_Get_processor_name(host, &len);
-    if (device >= 0) snprintf(gpu, sizeof gpu, "GPU %d, ", device);
-    snprintf(line, sizeof line, "%.100s, local rank %d of %d: %s%s", host,
-             local_rank, local_size, gpu, where);
-    int size = hvd__engine.size, rank = hvd__engine.rank;
-    char *all = rank == 0 ? malloc((size_t)size * sizeof line) : NULL;
-    if (rank == 0 && !all) return HVD_ERR_NOMEM;
-    int rc = MPI_Gather(line, (int)sizeof line, MPI_CHAR, all,
-                        (int)sizeof line, MPI_CHAR, 0, hvd__engine.comm);
-    for (int r = 0; rc == MPI_SUCCESS && rank == 0 && r < size; r++)
-        hvd__log(HVD__LOG_INFO, "placement: rank %d on %s", r,
-                 all + (size_t)r * sizeof line);
-    free(all);
-    return rc == MPI_SUCCESS ? HVD_OK : HVD_ERR_MPI;
+    if (device >= 0) snprintf(gpu, sizeof gpu, "GPU %d", device);
+    snprintf(place, nbytes, "device %s, %s", gpu, where);
 }

@@ -25,17 +25,16 @@ static ring_shm_t *hvd__shm; /* NULL: the ring over MPI */
  * tensors in chunks of at least this size. */
 enum { HVD__SHM_MIN_SLAB = 4 << 20 };
 
-int hvd__execute_init(int local_size)
+int hvd__execute_init(int nnodes)
 {
     hvd__intranode_t mode = hvd__engine.config.intranode;
-    int one_node = local_size == hvd__engine.size; /* the same everywhere */
-    if (mode == HVD__INTRANODE_SHM && !one_node) {
-        hvd__log(HVD__LOG_ERROR, "HVD_INTRANODE=shm: the %d ranks span "
-                 "several nodes (%d on this one); shared memory needs them "
-                 "on one (use auto or ring)", hvd__engine.size, local_size);
+    if (mode == HVD__INTRANODE_SHM && nnodes > 1) {
+        hvd__log(HVD__LOG_ERROR, "HVD_INTRANODE=shm: the %d ranks span %d "
+                 "nodes; shared memory needs them on one (use auto or ring)",
+                 hvd__engine.size, nnodes);
         return HVD_ERR_ARG;
     }
-    if (mode == HVD__INTRANODE_RING || !one_node || hvd__engine.size == 1)
+    if (mode == HVD__INTRANODE_RING || nnodes > 1 || hvd__engine.size == 1)
         return HVD_OK;
     size_t slab = hvd__engine.config.fusion_threshold;
     if (slab < HVD__SHM_MIN_SLAB) slab = HVD__SHM_MIN_SLAB;
@@ -61,8 +60,7 @@ static int hvd__allreduce(const void *sendbuf, void *recvbuf, size_t count,
     if (hvd__shm)
         return ring_shm_allreduce(hvd__shm, sendbuf, recvbuf, count, dtype,
                                   op);
-    return ring_allreduce(sendbuf, recvbuf, count, dtype, op,
-                          hvd__engine.comm);
+    return ring_allreduce(sendbuf, recvbuf, count, dtype, op, hvd__ring_comm);
 }
 
 static char *hvd__grow(char **data, size_t *cap, size_t nbytes)
@@ -103,7 +101,6 @@ static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
 {
     size_t nbytes = hvd__nbytes(d);
     ring_dtype_t dtype = (ring_dtype_t)d->dtype;
-    MPI_Comm comm = hvd__engine.comm;
     switch (d->kind) {
     case HVD__ALLREDUCE: {
         char *z = h ? NULL : hvd__zeros(nbytes);
@@ -114,16 +111,17 @@ static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
     case HVD__BROADCAST: {
         char *z = h ? NULL : hvd__zeros(nbytes);
         if (!h && !z) return HVD_ERR_NOMEM;
-        return ring_broadcast(h ? h->recvbuf : z, d->count, dtype, d->root,
-                              comm);
+        return ring_broadcast(h ? h->recvbuf : z, d->count, dtype,
+                              hvd__topo.ring_rank[d->root], hvd__ring_comm);
     }
     case HVD__ALLGATHER: {
-        /* A joined rank: nbytes of zeros to give, then room for all. */
+        /* A joined rank: nbytes of zeros to give, then room for all. In
+         * rank order (hvd__engine.comm): the result is laid out by rank. */
         size_t all = nbytes * (size_t)hvd__engine.size;
         char *z = h ? NULL : hvd__zeros(nbytes + all);
         if (!h && !z) return HVD_ERR_NOMEM;
         return ring_allgather(h ? h->sendbuf : z, h ? h->recvbuf : z + nbytes,
-                              d->count, dtype, comm);
+                              d->count, dtype, hvd__engine.comm);
     }
     default: /* a barrier: agreeing that every rank reached it was all */
         return HVD_OK;

@@ -59,7 +59,12 @@ int hvd_init(int *argc, char ***argv);
 /* Finishes outstanding work, stops the engine, releases everything. */
 int hvd_shutdown(void);
 
-/* Topology; HVD_ERR_STATE before init or after shutdown. */
+/* Topology; HVD_ERR_STATE before init or after shutdown. hvd_rank() is
+ * the rank in MPI_COMM_WORLD, which broadcast roots and allgather's layout
+ * use, even where the ring runs through the ranks in another order (node
+ * by node: hvd/topology.c). A node is the ranks that share memory; nodes
+ * are numbered by their lowest rank, so all ranks agree on the cross rank
+ * and size, also when nodes hold different numbers of ranks. */
 int hvd_rank(void), hvd_size(void);
 int hvd_local_rank(void), hvd_local_size(void); /* ranks on this node */
 int hvd_cross_rank(void), hvd_cross_size(void); /* index/number of nodes */

@@ -49,11 +49,47 @@ int hvd__config_read(hvd__config_t *config);
 void hvd__config_print(void);
 
 /* ---- placement (bind.c) ---- */
-enum { HVD__PLACE_MAX = 512 }; /* bytes of one rank's placement line */
-/* Binds this process to its local rank's share of the node (HVD_BIND) and
- * has rank 0 log every rank's place; collective over hvd__engine.comm.
- * A failed binding is only a warning; HVD_ERR_MPI or HVD_ERR_NOMEM. */
-int hvd__bind(hvd__bind_t mode, int local_rank, int local_size);
+enum { HVD__PLACE_MAX = 384 }; /* bytes of one rank's place, NUL included */
+/* Binds this process to its local rank's share of the node (HVD_BIND),
+ * first making its GPU current in a CUDA build, and describes the result
+ * in place (nbytes): "device cpu, core 1 of 2 (PUs 1)". A failed binding
+ * is only a warning. */
+void hvd__bind(hvd__bind_t mode, int local_rank, int local_size, char *place,
+               size_t nbytes);
+
+/* ---- nodes and the ring order (topology.c) ---- */
+/* Which node each rank is on and where it sits in the ring. Nodes are
+ * numbered by their lowest rank; the ring takes node 0's ranks in rank
+ * order, then node 1's, and so on. Arrays indexed by rank have size
+ * entries, those by node nnodes; all live in one allocation. */
+typedef struct {
+    int size, nnodes;
+    int *node_idx;   /* (size) the rank's node */
+    int *local_rank; /* (size) its index among its node's ranks */
+    int *ring_rank;  /* (size) its rank in the ring order */
+    int *node_size;  /* (nnodes) ranks on the node */
+    int *node_start; /* (nnodes) the ring rank of the node's lowest rank */
+} hvd__topo_t;
+
+/* Fills topo from first[r], the lowest rank on rank r's node (size
+ * entries). HVD_ERR_ARG when first is not such a map (first[r] > r, or
+ * first[first[r]] != first[r]), HVD_ERR_NOMEM. Pure: no MPI. */
+int hvd__topo_build(hvd__topo_t *topo, const int *first, int size);
+void hvd__topo_free(hvd__topo_t *topo);
+
+/* This process's topology, and hvd__engine.comm's ranks in ring order:
+ * what allreduce and broadcast run on (hvd__topo.ring_rank[root] is a
+ * broadcast root there). Set by hvd__topology_init, collective over
+ * hvd__engine.comm (HVD_ERR_MPI, HVD_ERR_NOMEM); freed by
+ * hvd__topology_free. */
+extern hvd__topo_t hvd__topo;
+extern MPI_Comm hvd__ring_comm;
+int hvd__topology_init(void);
+void hvd__topology_free(void);
+/* Gathers every rank's place (from hvd__bind) and host to rank 0, which
+ * logs them at info level, after the nodes and the ring order when there
+ * is more than one node. Collective; HVD_ERR_MPI, HVD_ERR_NOMEM. */
+int hvd__topology_log(const char *place);
 
 extern hvd__log_level_t hvd__log_level;
 void hvd__log(hvd__log_level_t level, const char *fmt, ...)
@@ -208,9 +244,9 @@ int hvd__decode_plan(const char *bytes, size_t nbytes, hvd__plan_t *plan);
 int hvd__execute(const hvd__response_t *response, hvd__list_t *pending,
                  int joined, double ready_s);
 /* Collective, before the engine starts: the shared window for allreduces
- * when every rank is on this node (local_size of size) and HVD_INTRANODE
- * allows it. HVD_ERR_ARG when HVD_INTRANODE=shm cannot hold. */
-int hvd__execute_init(int local_size);
+ * when every rank is on one node (nnodes == 1) and HVD_INTRANODE allows it.
+ * HVD_ERR_ARG when HVD_INTRANODE=shm cannot hold. */
+int hvd__execute_init(int nnodes);
 /* Collective (the shared window), after the engine has stopped. */
 void hvd__execute_free(void);
 

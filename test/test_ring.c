@@ -25,7 +25,7 @@ static char case_name[160];
 
 static double input_value(int r, size_t i, ring_dtype_t dtype, ring_op_t op)
 {
-    unsigned h = (unsigned)(r * 7 + (int)(i % 1009) * 13 + 5);
+    unsigned h = (unsigned)(r * 5 + (int)(i % 1009) * 13 + 5);
     static const double factors[3] = {-1, 1, 2};
     if (op == RING_PRODUCT) /* at most 7 ranks: |product| <= 2^7, exact */
         return dtype == RING_UINT8 ? 1 + h % 3 : factors[h % 3];
