@@ -155,12 +155,14 @@ enum { RING_PIPELINE_DEPTH = 2 };
  *   HVD_ALLREDUCE_ALGO       auto | ring | rdb | rhd    (RING_ALGO_AUTO)
  *   HVD_RING_SEGMENT_BYTES   pipeline segment size      (see status.c)
  *   HVD_RING_SMALL_BYTES     below this, latency algorithms
+ *   HVD_SHM_SEGMENT_BYTES    ring_shm_allreduce's segment size
  * A bad value fails every collective with RING_ERR_ARG and a message that
  * names the variable, rather than silently running something else. */
 typedef struct {
     ring_algo_t algo;
     size_t segment_bytes;
     size_t small_bytes;
+    size_t shm_segment_bytes;
 } ring__tuning_t;
 
 int ring__tuning(const ring__tuning_t **tuning);

@@ -338,7 +338,9 @@ int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
     ring__shm_chunk_t c = {
         .shm = shm,
         .esize = esize,
-        .seg = tuning->segment_bytes / esize ? tuning->segment_bytes / esize : 1,
+        .seg = tuning->shm_segment_bytes / esize
+                   ? tuning->shm_segment_bytes / esize
+                   : 1,
         .dtype = dtype,
         .op = op,
     };

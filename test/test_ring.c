@@ -8,8 +8,9 @@
  * line naming it: "allreduce n=5 count=7 dtype=bf16 op=avg inplace=1 ...".
  *
  * Options: --shm tests ring_shm_allreduce instead of the ring collectives.
- * --segment-bytes N sets HVD_RING_SEGMENT_BYTES before the first
- * collective, so a run can force many pipeline segments per block.
+ * --segment-bytes N sets HVD_RING_SEGMENT_BYTES and HVD_SHM_SEGMENT_BYTES
+ * before the first collective, so a run can force many pipeline segments
+ * per block.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdint.h>
@@ -372,8 +373,10 @@ int main(int argc, char **argv)
     int shm = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--shm") == 0) shm = 1;
-        else if (strcmp(argv[i], "--segment-bytes") == 0 && i + 1 < argc)
-            setenv("HVD_RING_SEGMENT_BYTES", argv[++i], 1);
+        else if (strcmp(argv[i], "--segment-bytes") == 0 && i + 1 < argc) {
+            setenv("HVD_RING_SEGMENT_BYTES", argv[i + 1], 1);
+            setenv("HVD_SHM_SEGMENT_BYTES", argv[++i], 1);
+        }
     }
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return TEST_HARD_ERROR;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
