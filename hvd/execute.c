@@ -25,6 +25,13 @@ static ring_shm_t *hvd__shm; /* NULL: the ring over MPI */
  * tensors in chunks of at least this size. */
 enum { HVD__SHM_MIN_SLAB = 4 << 20 };
 
+/* With HVD_INTRANODE=auto, smaller allreduces take the ring: below it the
+ * ring's recursive doubling over MPI was faster (bench/README.md: shm 0.6x
+ * of it under 512 B at 2 ranks, 0.2-0.4x under 4 KiB at 4 ranks on 2
+ * cores, where waiting ranks must yield their core); from it shm was level
+ * or faster at every size. */
+enum { HVD__SHM_AUTO_MIN_BYTES = 4 << 10 };
+
 int hvd__execute_init(int nnodes)
 {
     hvd__intranode_t mode = hvd__engine.config.intranode;
@@ -45,19 +52,18 @@ int hvd__execute_init(int nnodes)
     return status;
 }
 
-/* The timeline's name for running a collective: allreduces say which
- * path they took. */
-static const char *hvd__phase(int kind)
+/* Whether an allreduce of nbytes goes through shared memory. */
+static int hvd__use_shm(size_t nbytes)
 {
-    if (kind != HVD__ALLREDUCE) return hvd__kind_name(kind);
-    return hvd__shm ? "SHM_ALLREDUCE" : "RING_ALLREDUCE";
+    return hvd__shm && (nbytes >= HVD__SHM_AUTO_MIN_BYTES ||
+                        hvd__engine.config.intranode == HVD__INTRANODE_SHM);
 }
 
 /* An allreduce of host data: through shared memory, or around the ring. */
 static int hvd__allreduce(const void *sendbuf, void *recvbuf, size_t count,
                           ring_dtype_t dtype, ring_op_t op)
 {
-    if (hvd__shm)
+    if (hvd__use_shm(count * ring_dtype_size(dtype)))
         return ring_shm_allreduce(hvd__shm, sendbuf, recvbuf, count, dtype,
                                   op);
     return ring_allreduce(sendbuf, recvbuf, count, dtype, op, hvd__ring_comm);
@@ -80,6 +86,14 @@ static char *hvd__zeros(size_t nbytes)
     char *z = hvd__grow(&hvd__scratch.data, &hvd__scratch.cap, nbytes + 1);
     if (z) memset(z, 0, nbytes);
     return z;
+}
+
+/* The timeline's name for running a collective: allreduces say which
+ * path they took. */
+static const char *hvd__phase(const hvd__desc_t *d, size_t nbytes)
+{
+    if (d->kind != HVD__ALLREDUCE) return hvd__kind_name(d->kind);
+    return hvd__use_shm(nbytes) ? "SHM_ALLREDUCE" : "RING_ALLREDUCE";
 }
 
 void hvd__execute_free(void)
@@ -137,7 +151,7 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
     for (int i = 0; i < n; i++) total += hvd__nbytes(&descs[i]);
     char *buf = NULL;
     size_t slab_bytes = 0;
-    if (hvd__shm) {
+    if (hvd__use_shm(total)) {
         int status = ring_shm_slab(hvd__shm, (void **)&buf, &slab_bytes);
         if (status != HVD_OK) return status;
     }
@@ -169,7 +183,8 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
     for (int i = 0; i < n; i++) {
         if (!hs[i]) continue;
         hvd__timeline_event(descs[i].name, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
-        hvd__timeline_event(descs[i].name, hvd__phase(HVD__ALLREDUCE), t1, t2);
+        hvd__timeline_event(descs[i].name, hvd__phase(&descs[i], total), t1,
+                            t2);
         hvd__timeline_event(descs[i].name, "MEMCPY_OUT_FUSION_BUFFER", t2, t3);
     }
     return status;
@@ -202,8 +217,9 @@ int hvd__execute(const hvd__response_t *resp, hvd__list_t *pending,
         status = hvd__run_one(&resp->descs[0], hs[0]);
         if (hs[0])
             hvd__timeline_event(resp->descs[0].name,
-                                hvd__phase(resp->descs[0].kind), start,
-                                hvd__now());
+                                hvd__phase(&resp->descs[0],
+                                           hvd__nbytes(&resp->descs[0])),
+                                start, hvd__now());
     }
     hvd__complete_many(hs, (size_t)n, status);
     free(hs);

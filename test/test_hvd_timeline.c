@@ -46,9 +46,11 @@ int main(int argc, char **argv)
     if (hvd_init(&argc, &argv) != HVD_OK) return TEST_HARD_ERROR;
     int rank = test_rank = hvd_rank(), size = hvd_size();
 
-    float x[64], *y = malloc(64 * sizeof *y * (size_t)size);
-    for (int i = 0; i < 64; i++) x[i] = (float)(rank + i);
-    TEST_EQ(hvd_allreduce(x, y, 64, HVD_FLOAT32, HVD_SUM, names[0]), HVD_OK);
+    /* 8 KiB: large enough for HVD_INTRANODE=auto to take shared memory. */
+    enum { N = 2048 };
+    float x[N], *y = malloc(N * sizeof *y * (size_t)size);
+    for (int i = 0; i < N; i++) x[i] = (float)(rank + i);
+    TEST_EQ(hvd_allreduce(x, y, N, HVD_FLOAT32, HVD_SUM, names[0]), HVD_OK);
     float a[3][16];
     hvd_handle_t h[3] = {NULL, NULL, NULL};
     for (int k = 0; k < 3; k++)
