@@ -27,6 +27,12 @@ if ! grep -q '^# *size .*noreduce' "$in"; then
     echo "$0: $in is not allreduce_perf --compare output" >&2
     exit 1
 fi
+# Before shm joined --compare, column 8 was a ratio, not shm's busbw.
+if ! grep -q '^# *size .*noreduce  *shm' "$in"; then
+    echo "$0: $in comes from an allreduce_perf without shm in --compare;" \
+        "its columns differ (rerun it)" >&2
+    exit 1
+fi
 
 # Title from the header: rank count, dtype and op, and the MPI library.
 nranks=$(sed -n 's/^# allreduce_perf: nranks \([0-9]*\).*/\1/p' "$in" | head -n 1)
