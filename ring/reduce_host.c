@@ -1,7 +1,8 @@
 /* ring/reduce_host.c: element-wise reductions of host memory, one loop per
- * dtype x op generated from two short macros. The loops are plain enough for
- * the compiler to vectorise at -O3; they are also the reference the CUDA
- * kernels are tested against.
+ * dtype x op generated from short macros: of two inputs (the ring's hops),
+ * and of N inputs in one pass (shared memory, which reads every rank's
+ * block at once). The loops are plain enough for the compiler to vectorise
+ * at -O3; they are also the reference the CUDA kernels are tested against.
  */
 #include "ring/reduce_op.h"
 #include "ring/ring_internal.h"
@@ -82,4 +83,85 @@ void ring__reduce_host(void *dst, const void *a, const void *b, size_t count,
                        ring_dtype_t dtype, ring_op_t op, int divisor)
 {
     ring__reducers[dtype](dst, a, b, count, op, divisor);
+}
+
+/* ---- N inputs in one pass ---- */
+/* A tile of widened partial results stays in L1 while each input streams
+ * through it once; the output is written once, rounded once. */
+enum { RING__TILE = 512 };
+
+/* acc[j] = expr over the tile, x the partial result, y input p's element. */
+#define RING__ACC(load, expr)                                                  \
+    for (size_t j = 0; j < len; j++) {                                         \
+        __typeof__(acc[0]) x = acc[j], y = load(p[j]);                         \
+        acc[j] = (expr);                                                       \
+    }
+
+/* One reducer per dtype: T stored, W widened, U the type integer SUM and
+ * PRODUCT wrap in (W for floating types). */
+#define RING__REDUCE_N(fn, T, W, U, load, store, min, max)                     \
+    static void fn(void *dst, const void *const *in, int n, size_t count,      \
+                   ring_op_t op, int divisor)                                  \
+    {                                                                          \
+        W acc[RING__TILE];                                                     \
+        for (size_t at = 0; at < count; at += RING__TILE) {                    \
+            size_t len = count - at < RING__TILE ? count - at : RING__TILE;    \
+            const T *p = (const T *)in[0] + at;                                \
+            for (size_t j = 0; j < len; j++) acc[j] = load(p[j]);              \
+            for (int k = 1; k < n; k++) {                                      \
+                p = (const T *)in[k] + at;                                     \
+                switch (op) {                                                  \
+                case RING_SUM:                                                 \
+                case RING_AVERAGE: RING__ACC(load, (W)((U)x + (U)y)); break;   \
+                case RING_PRODUCT: RING__ACC(load, (W)((U)x * (U)y)); break;   \
+                case RING_MIN: RING__ACC(load, min(x, y)); break;              \
+                case RING_MAX: RING__ACC(load, max(x, y)); break;              \
+                default: break;                                                \
+                }                                                              \
+            }                                                                  \
+            T *d = (T *)dst + at;                                              \
+            if (op == RING_AVERAGE && divisor > 1)                             \
+                for (size_t j = 0; j < len; j++)                               \
+                    d[j] = store(acc[j] / (W)divisor);                         \
+            else                                                               \
+                for (size_t j = 0; j < len; j++) d[j] = store(acc[j]);         \
+        }                                                                      \
+    }
+
+#define RING__MIN_INT(x, y) ((x) < (y) ? (x) : (y))
+#define RING__MAX_INT(x, y) ((x) > (y) ? (x) : (y))
+
+RING__REDUCE_N(ring__reduce_n_f32, float, float, float, RING__ID, RING__ID,
+               ring__min_f32, ring__max_f32)
+RING__REDUCE_N(ring__reduce_n_f64, double, double, double, RING__ID, RING__ID,
+               ring__min_f64, ring__max_f64)
+RING__REDUCE_N(ring__reduce_n_f16, uint16_t, float, float, ring__f16_to_f32,
+               ring__f32_to_f16, ring__min_f32, ring__max_f32)
+RING__REDUCE_N(ring__reduce_n_bf16, uint16_t, float, float, ring__bf16_to_f32,
+               ring__f32_to_bf16, ring__min_f32, ring__max_f32)
+RING__REDUCE_N(ring__reduce_n_i32, int32_t, int32_t, uint32_t, RING__ID,
+               RING__ID, RING__MIN_INT, RING__MAX_INT)
+RING__REDUCE_N(ring__reduce_n_i64, int64_t, int64_t, uint64_t, RING__ID,
+               RING__ID, RING__MIN_INT, RING__MAX_INT)
+RING__REDUCE_N(ring__reduce_n_u8, uint8_t, uint8_t, unsigned, RING__ID,
+               RING__ID, RING__MIN_INT, RING__MAX_INT)
+
+typedef void ring__reduce_n_fn(void *, const void *const *, int, size_t,
+                               ring_op_t, int);
+
+static ring__reduce_n_fn *const ring__reducers_n[RING_DTYPE_COUNT] = {
+    [RING_FLOAT32] = ring__reduce_n_f32, [RING_FLOAT64] = ring__reduce_n_f64,
+    [RING_FLOAT16] = ring__reduce_n_f16, [RING_BFLOAT16] = ring__reduce_n_bf16,
+    [RING_INT32] = ring__reduce_n_i32,   [RING_INT64] = ring__reduce_n_i64,
+    [RING_UINT8] = ring__reduce_n_u8,
+};
+
+void ring__reduce_host_n(void *dst, const void *const *in, int n, size_t count,
+                         ring_dtype_t dtype, ring_op_t op, int divisor)
+{
+    /* Two inputs are already one pass, without the tile's round trip. */
+    if (n == 2)
+        ring__reducers[dtype](dst, in[0], in[1], count, op, divisor);
+    else
+        ring__reducers_n[dtype](dst, in, n, count, op, divisor);
 }

@@ -87,6 +87,12 @@ ring__allreduce_fn ring__allreduce_rdb, ring__allreduce_rhd; /* recursive.c */
 void ring__reduce_host(void *dst, const void *a, const void *b, size_t count,
                        ring_dtype_t dtype, ring_op_t op, int divisor);
 
+/* dst[i] = in[0][i] (op) in[1][i] (op) ... (op) in[n-1][i], n >= 1, read in
+ * one pass: half types are widened once and rounded once, at the end. dst
+ * may alias any input. divisor as above. */
+void ring__reduce_host_n(void *dst, const void *const *in, int n, size_t count,
+                         ring_dtype_t dtype, ring_op_t op, int divisor);
+
 #if HVD_HAVE_CUDA
 /* The same on device memory, as a kernel queued on `stream` (a
  * cudaStream_t; void * keeps CUDA's headers out of host-only files).

@@ -13,8 +13,8 @@
  * each segment s in turn, rank r
  *   1. copies segment s of every block but its own into its slab ("posts");
  *   2. waits until every rank has posted segment s, then reduces segment s
- *      of block r: its own data (op) the others' in rank order, one pass
- *      per input, into its slab (and its recvbuf);
+ *      of block r: every rank's data in rank order, read in one pass, into
+ *      its slab (and its recvbuf); half types are rounded once;
  *   3. copies segment s-1 of every other block, once its owner has reduced
  *      it, from the owner's slab into recvbuf.
  * Each block is reduced once, by its owner, and then only copied: every rank
@@ -71,6 +71,7 @@ struct ring_shm {
     size_t slab_bytes;
     ring__shm_ctl_t **ctl; /* every rank's counters */
     char **slab;           /* every rank's slab */
+    const void **inputs;   /* scratch: one segment of every rank */
     uint64_t nsegs;        /* segments run so far: the counters' base */
     uint64_t nchunks;      /* chunks run so far */
 };
@@ -112,7 +113,8 @@ int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **out)
                       RING__SHM_PAGE * RING__SHM_PAGE;
     shm->ctl = calloc((size_t)shm->size, sizeof *shm->ctl);
     shm->slab = calloc((size_t)shm->size, sizeof *shm->slab);
-    if (!shm->ctl || !shm->slab) {
+    shm->inputs = calloc((size_t)shm->size, sizeof *shm->inputs);
+    if (!shm->ctl || !shm->slab || !shm->inputs) {
         status = RING_ERR_NOMEM;
         goto out;
     }
@@ -155,6 +157,7 @@ int ring_shm_free(ring_shm_t **shmp)
 out:
     free(shm->ctl);
     free(shm->slab);
+    free(shm->inputs);
     free(shm);
     *shmp = NULL;
     return status;
@@ -244,16 +247,12 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
     for (int r = 0; r < n; r++)
         if (r != me) ring__shm_wait(&shm->ctl[r]->posted, c->base + s + 1);
     if (len > 0) {
-        /* The own input first, as it may be acc itself (packed), then the
-         * others in rank order. */
-        const char *prev = c->src + off;
-        for (int r = 0, left = n - 1; r < n; r++) {
-            if (r == me) continue;
-            left--;
-            ring__reduce_host(acc, prev, shm->slab[r] + off, len, c->dtype,
-                              c->op, !left && c->op == RING_AVERAGE ? n : 1);
-            prev = acc;
-        }
+        /* Every rank's segment in rank order; the own one from where the
+         * caller has it (it may be acc itself: packed). */
+        for (int r = 0; r < n; r++)
+            shm->inputs[r] = r == me ? c->src + off : shm->slab[r] + off;
+        ring__reduce_host_n(acc, shm->inputs, n, len, c->dtype, c->op,
+                            c->op == RING_AVERAGE ? n : 1);
         if (c->dst + off != acc) memcpy(c->dst + off, acc, len * c->esize);
     }
     atomic_store_explicit(&shm->ctl[me]->reduced, c->base + s + 1,

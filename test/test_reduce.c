@@ -323,6 +323,69 @@ static void test_random_reductions(void)
     }
 }
 
+/* ---- N inputs in one pass ---- */
+
+/* Half types widened to float (others unchanged) into out. */
+static ring_dtype_t widen_half(const void *in, size_t count, ring_dtype_t dt,
+                               void *out)
+{
+    if (dt != RING_FLOAT16 && dt != RING_BFLOAT16) {
+        memcpy(out, in, count * ring_dtype_size(dt));
+        return dt;
+    }
+    for (size_t i = 0; i < count; i++)
+        ((float *)out)[i] = dt == RING_FLOAT16
+                                ? ring__f16_to_f32(((const uint16_t *)in)[i])
+                                : ring__bf16_to_f32(((const uint16_t *)in)[i]);
+    return RING_FLOAT32;
+}
+
+/* ring__reduce_host_n against a chain of ring__reduce_host over the same
+ * inputs in the same order, half types widened first and rounded once at
+ * the end (what one pass promises); bitwise. The result overwrites the
+ * last input, as shm's packed own input can be. Counts cross the tile. */
+static void test_reduce_n(void)
+{
+    enum { MAXN = 5, MAXC = 1300 };
+    const size_t counts[] = {1, 511, 512, 513, MAXC};
+    static unsigned char in[MAXN][MAXC * 8], wide[MAXN][MAXC * 8],
+        want[MAXC * 8], back[MAXC * 8];
+    for (int dt = 0; dt < RING_DTYPE_COUNT; dt++)
+        for (int op = 0; op < RING_OP_COUNT; op++)
+            for (int n = 1; n <= MAXN; n++)
+                for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+                    if (op == RING_AVERAGE && dt >= RING_INT32) continue;
+                    size_t count = counts[c], esize = ring_dtype_size(dt);
+                    int divisor = op == RING_AVERAGE ? n : 1;
+                    const void *ins[MAXN];
+                    ring_dtype_t wt = (ring_dtype_t)dt;
+                    for (int k = 0; k < n; k++) {
+                        for (size_t i = 0; i < count; i++)
+                            put(in[k], i, dt, random_value(dt), next_random());
+                        wt = widen_half(in[k], count, dt, wide[k]);
+                        ins[k] = in[k];
+                    }
+                    memcpy(want, wide[0], count * ring_dtype_size(wt));
+                    for (int k = 1; k < n; k++)
+                        ring__reduce_host(want, want, wide[k], count, wt, op,
+                                          k == n - 1 ? divisor : 1);
+                    for (size_t i = 0; wt != (ring_dtype_t)dt && i < count; i++) {
+                        float v = ((float *)want)[i];
+                        ((uint16_t *)back)[i] = dt == RING_FLOAT16
+                                                    ? ring__f32_to_f16(v)
+                                                    : ring__f32_to_bf16(v);
+                    }
+                    const void *expect = wt != (ring_dtype_t)dt ? back : want;
+                    ring__reduce_host_n(in[n - 1], ins, n, count, dt, op,
+                                        divisor);
+                    if (memcmp(in[n - 1], expect, count * esize) != 0)
+                        TEST_FAIL("reduce_host_n dtype=%s op=%s n=%d "
+                                  "count=%zu differs from the chain",
+                                  ring_dtype_name(dt), ring_op_name(op), n,
+                                  count);
+                }
+}
+
 /* ---- block layout, simulated for many rank counts ---- */
 
 static void test_block_layout(void)
@@ -364,6 +427,7 @@ int main(void)
     test_bf16_encode();
     test_special_values();
     test_random_reductions();
+    test_reduce_n();
     test_block_layout();
     test_names();
     printf("test_reduce: %s\n", test_failures ? "FAIL" : "ok");
