@@ -100,6 +100,7 @@ static int hvd__name_index(const char *text, const char *const *names)
  * (any case), stored as its index in an enum field. */
 static const char *const hvd__bind_names[] = {"core", "numa", "none", NULL};
 static const char *const hvd__intranode_names[] = {"auto", "shm", "ring", NULL};
+static const char *const hvd__bool_names[] = {"0", "1", NULL};
 
 static const struct hvd__setting {
     const char *name, *fallback, *expects;
@@ -123,11 +124,14 @@ static const struct hvd__setting {
      offsetof(hvd__config_t, bind), NULL, hvd__bind_names},
     {"HVD_INTRANODE", "auto", "auto, shm or ring",
      offsetof(hvd__config_t, intranode), NULL, hvd__intranode_names},
+    {"HVD_HIERARCHICAL_ALLREDUCE", "0", "0 or 1",
+     offsetof(hvd__config_t, hierarchical), NULL, hvd__bool_names},
 };
 enum { HVD__NSETTINGS = sizeof hvd__settings / sizeof hvd__settings[0] };
 
 /* Enum fields are stored through an int. */
 _Static_assert(sizeof(hvd__log_level_t) == sizeof(int) &&
+                   sizeof(((hvd__config_t *)0)->hierarchical) == sizeof(int) &&
                    sizeof(hvd__bind_t) == sizeof(int) &&
                    sizeof(hvd__intranode_t) == sizeof(int),
                "enum settings are int-sized");

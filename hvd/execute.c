@@ -20,6 +20,9 @@ static struct {
 } hvd__fusion, hvd__scratch;
 
 static ring_shm_t *hvd__shm; /* NULL: the ring over MPI */
+/* HVD_HIERARCHICAL_ALLREDUCE across nodes: this rank's node, and the ranks
+ * with its local rank on every node (MPI_COMM_NULL when flat). */
+static MPI_Comm hvd__node_comm = MPI_COMM_NULL, hvd__cross_comm = MPI_COMM_NULL;
 
 /* The slab holds the fusion buffer; fusion off, it still carries unfused
  * tensors in chunks of at least this size. */
@@ -32,9 +35,39 @@ enum { HVD__SHM_MIN_SLAB = 4 << 20 };
  * or faster at every size. */
 enum { HVD__SHM_AUTO_MIN_BYTES = 4 << 10 };
 
+/* The two communicators of the hierarchical allreduce, when asked for and
+ * every node has as many ranks (its blocks must match across nodes);
+ * otherwise the flat ring, with a warning. */
+static int hvd__hier_init(int nnodes)
+{
+    const hvd__topo_t *t = &hvd__topo;
+    int rank = hvd__engine.rank;
+    if (!hvd__engine.config.hierarchical || nnodes == 1) return HVD_OK;
+    for (int n = 1; n < nnodes; n++)
+        if (t->node_size[n] != t->node_size[0]) {
+            if (rank == 0)
+                hvd__log(HVD__LOG_WARNING, "HVD_HIERARCHICAL_ALLREDUCE=1: "
+                         "nodes hold %d and %d ranks; it needs the same "
+                         "number on every node, so the flat ring runs",
+                         t->node_size[0], t->node_size[n]);
+            return HVD_OK;
+        }
+    if (MPI_Comm_split(hvd__engine.comm, t->node_idx[rank], t->local_rank[rank],
+                       &hvd__node_comm) != MPI_SUCCESS ||
+        MPI_Comm_split(hvd__engine.comm, t->local_rank[rank], t->node_idx[rank],
+                       &hvd__cross_comm) != MPI_SUCCESS)
+        return HVD_ERR_MPI;
+    if (rank == 0)
+        hvd__log(HVD__LOG_INFO, "hierarchical allreduce: %d nodes of %d ranks",
+                 nnodes, t->node_size[0]);
+    return HVD_OK;
+}
+
 int hvd__execute_init(int nnodes)
 {
     hvd__intranode_t mode = hvd__engine.config.intranode;
+    int status = hvd__hier_init(nnodes);
+    if (status != HVD_OK) return status;
     if (mode == HVD__INTRANODE_SHM && nnodes > 1) {
         hvd__log(HVD__LOG_ERROR, "HVD_INTRANODE=shm: the %d ranks span %d "
                  "nodes; shared memory needs them on one (use auto or ring)",
@@ -45,7 +78,7 @@ int hvd__execute_init(int nnodes)
         return HVD_OK;
     size_t slab = hvd__engine.config.fusion_threshold;
     if (slab < HVD__SHM_MIN_SLAB) slab = HVD__SHM_MIN_SLAB;
-    int status = ring_shm_create(hvd__engine.comm, slab, &hvd__shm);
+    status = ring_shm_create(hvd__engine.comm, slab, &hvd__shm);
     if (status == HVD_OK && hvd__engine.rank == 0)
         hvd__log(HVD__LOG_INFO, "allreduce through shared memory, %zu-byte "
                  "slab per rank", slab);
@@ -66,6 +99,9 @@ static int hvd__allreduce(const void *sendbuf, void *recvbuf, size_t count,
     if (hvd__use_shm(count * ring_dtype_size(dtype)))
         return ring_shm_allreduce(hvd__shm, sendbuf, recvbuf, count, dtype,
                                   op);
+    if (hvd__node_comm != MPI_COMM_NULL)
+        return ring_allreduce_hier(sendbuf, recvbuf, count, dtype, op,
+                                   hvd__node_comm, hvd__cross_comm);
     return ring_allreduce(sendbuf, recvbuf, count, dtype, op, hvd__ring_comm);
 }
 
@@ -93,7 +129,8 @@ static char *hvd__zeros(size_t nbytes)
 static const char *hvd__phase(const hvd__desc_t *d, size_t nbytes)
 {
     if (d->kind != HVD__ALLREDUCE) return hvd__kind_name(d->kind);
-    return hvd__use_shm(nbytes) ? "SHM_ALLREDUCE" : "RING_ALLREDUCE";
+    if (hvd__use_shm(nbytes)) return "SHM_ALLREDUCE";
+    return hvd__node_comm != MPI_COMM_NULL ? "HIER_ALLREDUCE" : "RING_ALLREDUCE";
 }
 
 void hvd__execute_free(void)
@@ -101,6 +138,8 @@ void hvd__execute_free(void)
     free(hvd__fusion.data);
     free(hvd__scratch.data);
     ring_shm_free(&hvd__shm);
+    if (hvd__node_comm != MPI_COMM_NULL) MPI_Comm_free(&hvd__node_comm);
+    if (hvd__cross_comm != MPI_COMM_NULL) MPI_Comm_free(&hvd__cross_comm);
     memset(&hvd__fusion, 0, sizeof hvd__fusion);
     memset(&hvd__scratch, 0, sizeof hvd__scratch);
 }

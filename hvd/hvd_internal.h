@@ -41,6 +41,7 @@ typedef struct {
     hvd__log_level_t log_level;
     hvd__bind_t bind;
     hvd__intranode_t intranode;
+    int hierarchical;              /* HVD_HIERARCHICAL_ALLREDUCE: 0 or 1 */
 } hvd__config_t;
 
 /* Fills config from the environment; HVD_ERR_ARG naming the variable. */

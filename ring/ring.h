@@ -112,6 +112,14 @@ int ring_allreduce_algo(ring_algo_t algo, const void *sendbuf, void *recvbuf,
                         size_t count, ring_dtype_t dtype, ring_op_t op,
                         MPI_Comm comm);
 
+/* ring_allreduce for ranks spread over nodes (ring/hier.c): reduce-scatter
+ * within `node` (the caller's node), allreduce of each block across `cross`
+ * (the ranks with the caller's index in every node), allgather within
+ * `node`. Every node must have the same number of ranks. */
+int ring_allreduce_hier(const void *sendbuf, void *recvbuf, size_t count,
+                        ring_dtype_t dtype, ring_op_t op, MPI_Comm node,
+                        MPI_Comm cross);
+
 /* sendbuf holds size(comm) blocks of recvcount elements; rank r receives the
  * reduction of block r of every rank. In place (sendbuf == recvbuf) the
  * result is left in block r of that buffer, the other blocks are scratch. */

@@ -109,6 +109,21 @@ script_launch "2+1 test_ring" 3 test/test_ring
 script_launch "2+1 test_hvd" 3 test/test_hvd HVD_LOG_LEVEL=info
 topology "2+1 test_hvd" 2 "2 1" "0 1 | 2"
 script_launch "2+1 test_dist_opt" 3 test/test_dist_opt passes=2
+# Hierarchical: 2 + 2 runs it (rank 0 says so); 2 + 1 warns and stays flat.
+script_launch "2+2 hierarchical test_hvd" 4 test/test_hvd HVD_LOG_LEVEL=info \
+    HVD_HIERARCHICAL_ALLREDUCE=1
+if ! grep -q "hierarchical allreduce: 2 nodes of 2 ranks" "$dir/err"; then
+    echo "FAIL: 2+2 hierarchical: rank 0 never said it runs" >&2
+    rc=1
+fi
+HVD_HIERARCHICAL_ALLREDUCE=1 script_launch "2+2 hierarchical test_dist_opt" \
+    4 test/test_dist_opt
+script_launch "2+1 hierarchical test_hvd" 3 test/test_hvd \
+    HVD_HIERARCHICAL_ALLREDUCE=1
+if ! grep -q "nodes hold 2 and 1 ranks" "$dir/err"; then
+    echo "FAIL: 2+1 hierarchical: no warning that the flat ring runs" >&2
+    rc=1
+fi
 # Shared memory cannot span hosts: forcing it must fail hvd_init, by name.
 script_launch "2+1 HVD_INTRANODE=shm" 3 test/test_hvd_env HVD_INTRANODE=shm \
     bad

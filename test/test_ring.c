@@ -7,7 +7,8 @@
  * averages are exact whatever the reduction order. A failing case prints one
  * line naming it: "allreduce n=5 count=7 dtype=bf16 op=avg inplace=1 ...".
  *
- * Options: --shm tests ring_shm_allreduce instead of the ring collectives.
+ * Options: --shm tests ring_shm_allreduce instead of the ring collectives;
+ * --hier L tests ring_allreduce_hier on "nodes" of L consecutive ranks.
  * --segment-bytes N sets HVD_RING_SEGMENT_BYTES and HVD_SHM_SEGMENT_BYTES
  * before the first collective, so a run can force many pipeline segments
  * per block.
@@ -113,6 +114,7 @@ typedef struct {
     ring_algo_t algo;
     ring_shm_t *shm;
     int packed;
+    MPI_Comm node, cross; /* hierarchical when not MPI_COMM_NULL */
 } how_t;
 
 static void test_allreduce(const how_t *how, size_t count, ring_dtype_t dtype,
@@ -134,6 +136,8 @@ static void test_allreduce(const how_t *how, size_t count, ring_dtype_t dtype,
     if (how->shm)
         snprintf(case_name + len, sizeof case_name - (size_t)len,
                  "shm slab=%zu packed=%d", slab_bytes, how->packed);
+    else if (how->node != MPI_COMM_NULL)
+        snprintf(case_name + len, sizeof case_name - (size_t)len, "hier");
     else
         snprintf(case_name + len, sizeof case_name - (size_t)len, "algo=%s",
                  ring_algo_name(how->algo));
@@ -156,6 +160,10 @@ static void test_allreduce(const how_t *how, size_t count, ring_dtype_t dtype,
     if (how->shm)
         expect_status(ring_shm_allreduce(how->shm, src, dst, count, dtype, op),
                       "ring_shm_allreduce");
+    else if (how->node != MPI_COMM_NULL)
+        expect_status(ring_allreduce_hier(src, dst, count, dtype, op,
+                                          how->node, how->cross),
+                      "ring_allreduce_hier");
     else
         expect_status(ring_allreduce_algo(how->algo, src, dst, count, dtype,
                                           op, MPI_COMM_WORLD),
@@ -360,7 +368,8 @@ static void test_shm(const size_t *counts, size_t ncounts)
         if (!shm) return;
         if (i == 0) test_shm_bad_arguments(shm);
         for (int packed = 0; packed < 2; packed++) {
-            how_t how = {.shm = shm, .packed = packed};
+            how_t how = {.shm = shm, .packed = packed,
+                         .node = MPI_COMM_NULL, .cross = MPI_COMM_NULL};
             test_allreduces(&how, counts, ncounts);
         }
         expect_status(ring_shm_free(&shm), "ring_shm_free");
@@ -368,11 +377,32 @@ static void test_shm(const size_t *counts, size_t ncounts)
     }
 }
 
+/* The hierarchical allreduce on "nodes" of `per_node` consecutive ranks. */
+static void test_hier(int per_node, const size_t *counts, size_t ncounts)
+{
+    how_t how = {.node = MPI_COMM_NULL, .cross = MPI_COMM_NULL};
+    float x[4] = {0};
+    MPI_Comm_split(MPI_COMM_WORLD, rank / per_node, rank, &how.node);
+    MPI_Comm_split(MPI_COMM_WORLD, rank % per_node, rank, &how.cross);
+    strcpy(case_name, "hier bad arguments");
+    TEST_EQ(ring_allreduce_hier(x, x, 4, RING_FLOAT32, RING_SUM, how.node,
+                                MPI_COMM_NULL),
+            RING_ERR_ARG);
+    TEST_EQ(ring_allreduce_hier(x, NULL, 4, RING_FLOAT32, RING_SUM, how.node,
+                                how.cross),
+            RING_ERR_ARG);
+    test_allreduces(&how, counts, ncounts);
+    MPI_Comm_free(&how.node);
+    MPI_Comm_free(&how.cross);
+}
+
 int main(int argc, char **argv)
 {
-    int shm = 0;
+    int shm = 0, per_node = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--shm") == 0) shm = 1;
+        else if (strcmp(argv[i], "--hier") == 0 && i + 1 < argc)
+            per_node = atoi(argv[++i]);
         else if (strcmp(argv[i], "--segment-bytes") == 0 && i + 1 < argc) {
             setenv("HVD_RING_SEGMENT_BYTES", argv[i + 1], 1);
             setenv("HVD_SHM_SEGMENT_BYTES", argv[++i], 1);
@@ -388,12 +418,22 @@ int main(int argc, char **argv)
                              4099, large};
     const size_t ncounts = sizeof counts / sizeof counts[0];
 
+    if (per_node > 0 && size % per_node != 0) {
+        if (rank == 0)
+            fprintf(stderr, "test_ring: --hier %d needs a multiple of %d "
+                    "ranks, not %d\n", per_node, per_node, size);
+        MPI_Finalize();
+        return TEST_HARD_ERROR;
+    }
     test_bad_arguments();
     if (shm) {
         test_shm(counts, ncounts);
+    } else if (per_node > 0) {
+        test_hier(per_node, counts, ncounts);
     } else {
         for (int algo = RING_ALGO_AUTO; algo < RING_ALGO_COUNT; algo++) {
-            how_t how = {.algo = (ring_algo_t)algo};
+            how_t how = {.algo = (ring_algo_t)algo, .node = MPI_COMM_NULL,
+                         .cross = MPI_COMM_NULL};
             test_allreduces(&how, counts, ncounts);
         }
         test_other_collectives(counts, ncounts);
@@ -402,7 +442,8 @@ int main(int argc, char **argv)
     int failed = test_failures, any;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0)
-        printf("test_ring%s n=%d: %s\n", shm ? " --shm" : "", size,
+        printf("test_ring%s n=%d: %s\n",
+               shm ? " --shm" : per_node ? " --hier" : "", size,
                any ? "FAIL" : "ok");
     MPI_Finalize();
     return test_exit_code();
