@@ -11,7 +11,9 @@
  *             elements to the right neighbour) with no reduction: the limit
  *             a ring can reach on this machine (shared/BENCHMARKING.md);
  *   shm       ours, ring_shm_allreduce(): every rank reduces its block
- *             straight from the others' memory (all ranks on one node).
+ *             straight from the others' memory (all ranks on one node);
+ *   hier      ours, ring_allreduce_hier(): reduce-scatter within each node,
+ *             allreduce across nodes, allgather within (--impl only).
  * When shm runs, recvbuf is shm's slab for every implementation (ring and
  * MPI do not mind where their memory is): in place, shm then reduces data
  * that already lies in shared memory, as hvd's fusion buffer does, and out
@@ -66,6 +68,7 @@ typedef struct {
                           slab when shm runs */
     char *expected;    /* what recvbuf must hold after one call */
     ring_shm_t *shm;   /* NULL when shm is not run, or cannot be */
+    MPI_Comm node, cross; /* hier's; MPI_COMM_NULL when it cannot run */
 } bench_t;
 
 /* One implementation: whether it can run a call, and the call itself. */
@@ -384,14 +387,30 @@ static void shm_run(const bench_t *b, const void *sendbuf, void *recvbuf,
     RING_CHECK(ring_shm_slab(b->shm, &slab, NULL));
 }
 
+static const char *hier_unsupported(const bench_t *b, size_t count)
+{
+    (void)count;
+    return b->node != MPI_COMM_NULL ? NULL
+                                    : "the nodes hold different numbers of ranks";
+}
+
+static void hier_run(const bench_t *b, const void *sendbuf, void *recvbuf,
+                     size_t count)
+{
+    RING_CHECK(ring_allreduce_hier(sendbuf, recvbuf, count, b->opts.dtype,
+                                   b->opts.op, b->node, b->cross));
+}
+
 static const bench_impl_t impl_ring = {"ring", ring_unsupported, ring_run, 1};
 static const bench_impl_t impl_mpi = {"mpi", mpi_unsupported, mpi_run, 1};
 static const bench_impl_t impl_noreduce = {"noreduce", noreduce_unsupported,
                                            noreduce_run, 0};
 static const bench_impl_t impl_shm = {"shm", shm_unsupported, shm_run, 1};
+static const bench_impl_t impl_hier = {"hier", hier_unsupported, hier_run, 1};
 
 static const bench_impl_t *const impls[] = {&impl_ring, &impl_mpi,
-                                            &impl_noreduce, &impl_shm};
+                                            &impl_noreduce, &impl_shm,
+                                            &impl_hier};
 
 /* ---- one measurement: an implementation, in place or not, at one size ---- */
 
@@ -849,6 +868,9 @@ static void print_impl_line(const bench_t *b)
                algo ? algo : "?");
     else if (o->impl == &impl_mpi)
         printf("# Impl: mpi (MPI_Allreduce)\n");
+    else if (o->impl == &impl_hier)
+        printf("# Impl: hier (ring_allreduce_hier: within nodes, then "
+               "across, then within)\n");
     else if (o->impl == &impl_noreduce)
         printf("# Impl: noreduce (the ring's 2(n-1) messages, no reduction, "
                "nothing to check)\n");
@@ -923,7 +945,8 @@ static const bench_cli_t cli = {
         "with the other implementations (default 1)\n"
         "      --impl IMPL          ring (ours, default), mpi "
         "(MPI_Allreduce), noreduce (the ring's messages, no reduction) or "
-        "shm (ours, through shared memory, one node)\n"
+        "shm (ours, through shared memory, one node) or hier (ours, "
+        "hierarchical)\n"
         "      --algo ALGO          ring's algorithm: auto, ring, rdb "
         "(default auto)\n"
         "      --compare            time ring, mpi, noreduce and shm "
@@ -1015,7 +1038,8 @@ static int parse_name_opt(int opt, const char *arg, bench_opts_t *o)
     case OPT_IMPL:
         if (parse_impl(arg, &o->impl))
             return bench_bad_value(lo, opt, arg,
-                                   "expected ring, mpi, noreduce or shm");
+                                   "expected ring, mpi, noreduce, shm or "
+                                   "hier");
         return 0;
     default: /* OPT_ALGO */
         if (ring_algo_parse(arg, &o->algo) != RING_OK)
@@ -1119,8 +1143,38 @@ static void make_shm(bench_t *b)
                                    b->opts.max_nbytes + b->elsize, &b->shm));
 }
 
+/* hier's communicators: the node, and the ranks with this local rank on
+ * every node; left MPI_COMM_NULL when the nodes differ in size. */
+static void make_hier(bench_t *b)
+{
+    MPI_Comm node;
+    int local_rank, local_size, min_size, max_size;
+
+    b->node = b->cross = MPI_COMM_NULL;
+    if (b->opts.impl != &impl_hier)
+        return;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+                                  MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_rank(node, &local_rank));
+    MPI_CHECK(MPI_Comm_size(node, &local_size));
+    MPI_CHECK(MPI_Allreduce(&local_size, &min_size, 1, MPI_INT, MPI_MIN,
+                            MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Allreduce(&local_size, &max_size, 1, MPI_INT, MPI_MAX,
+                            MPI_COMM_WORLD));
+    if (min_size != max_size) {
+        MPI_CHECK(MPI_Comm_free(&node));
+        return;
+    }
+    b->node = node;
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, local_rank, b->rank, &b->cross));
+}
+
 static void free_buffers(bench_t *b)
 {
+    if (b->node != MPI_COMM_NULL)
+        MPI_CHECK(MPI_Comm_free(&b->node));
+    if (b->cross != MPI_COMM_NULL)
+        MPI_CHECK(MPI_Comm_free(&b->cross));
     free(b->sendbuf);
     if (b->shm)
         RING_CHECK(ring_shm_free(&b->shm));
@@ -1163,6 +1217,7 @@ int main(int argc, char **argv)
     }
     b.elsize = ring_dtype_size(b.opts.dtype);
     make_shm(&b);
+    make_hier(&b);
     print_header(&b);
     if (whole_run_unsupported(&b)) {
         MPI_CHECK(MPI_Finalize());
