@@ -68,20 +68,26 @@ int hvd__execute_init(int nnodes)
     hvd__intranode_t mode = hvd__engine.config.intranode;
     int status = hvd__hier_init(nnodes);
     if (status != HVD_OK) return status;
-    if (mode == HVD__INTRANODE_SHM && nnodes > 1) {
+    /* Shared memory is the whole allreduce on one node, and the node's
+     * stage of the hierarchical one across nodes. */
+    int hier = hvd__node_comm != MPI_COMM_NULL;
+    if (mode == HVD__INTRANODE_SHM && nnodes > 1 && !hier) {
         hvd__log(HVD__LOG_ERROR, "HVD_INTRANODE=shm: the %d ranks span %d "
-                 "nodes; shared memory needs them on one (use auto or ring)",
+                 "nodes; shared memory needs them on one (use auto or ring, "
+                 "or HVD_HIERARCHICAL_ALLREDUCE=1 for it within each node)",
                  hvd__engine.size, nnodes);
         return HVD_ERR_ARG;
     }
-    if (mode == HVD__INTRANODE_RING || nnodes > 1 || hvd__engine.size == 1)
+    if (mode == HVD__INTRANODE_RING || (nnodes > 1 && !hier) ||
+        hvd__engine.size == 1)
         return HVD_OK;
     size_t slab = hvd__engine.config.fusion_threshold;
     if (slab < HVD__SHM_MIN_SLAB) slab = HVD__SHM_MIN_SLAB;
-    status = ring_shm_create(hvd__engine.comm, slab, &hvd__shm);
+    status = ring_shm_create(hier ? hvd__node_comm : hvd__engine.comm, slab,
+                             &hvd__shm);
     if (status == HVD_OK && hvd__engine.rank == 0)
-        hvd__log(HVD__LOG_INFO, "allreduce through shared memory, %zu-byte "
-                 "slab per rank", slab);
+        hvd__log(HVD__LOG_INFO, "allreduce through shared memory%s, %zu-byte "
+                 "slab per rank", hier ? " within each node" : "", slab);
     return status;
 }
 
@@ -97,8 +103,12 @@ static int hvd__allreduce(const void *sendbuf, void *recvbuf, size_t count,
                           ring_dtype_t dtype, ring_op_t op)
 {
     if (hvd__use_shm(count * ring_dtype_size(dtype)))
-        return ring_shm_allreduce(hvd__shm, sendbuf, recvbuf, count, dtype,
-                                  op);
+        return hvd__cross_comm != MPI_COMM_NULL
+                   ? ring_shm_allreduce_hier(hvd__shm, hvd__cross_comm,
+                                             sendbuf, recvbuf, count, dtype,
+                                             op)
+                   : ring_shm_allreduce(hvd__shm, sendbuf, recvbuf, count,
+                                        dtype, op);
     if (hvd__node_comm != MPI_COMM_NULL)
         return ring_allreduce_hier(sendbuf, recvbuf, count, dtype, op,
                                    hvd__node_comm, hvd__cross_comm);
@@ -129,8 +139,9 @@ static char *hvd__zeros(size_t nbytes)
 static const char *hvd__phase(const hvd__desc_t *d, size_t nbytes)
 {
     if (d->kind != HVD__ALLREDUCE) return hvd__kind_name(d->kind);
-    if (hvd__use_shm(nbytes)) return "SHM_ALLREDUCE";
-    return hvd__node_comm != MPI_COMM_NULL ? "HIER_ALLREDUCE" : "RING_ALLREDUCE";
+    int hier = hvd__node_comm != MPI_COMM_NULL;
+    if (hvd__use_shm(nbytes)) return hier ? "HIER_SHM_ALLREDUCE" : "SHM_ALLREDUCE";
+    return hier ? "HIER_ALLREDUCE" : "RING_ALLREDUCE";
 }
 
 void hvd__execute_free(void)

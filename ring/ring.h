@@ -160,6 +160,15 @@ int ring_shm_slab(ring_shm_t *shm, void **slab, size_t *slab_bytes);
 int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
                        size_t count, ring_dtype_t dtype, ring_op_t op);
 
+/* ring_allreduce_hier with shm's ranks as the node: the reduce-scatter and
+ * the allgather within the node go through the shared window, and each
+ * block crosses between nodes over `cross` (the ranks with this one's index
+ * in shm on every node). Every node's shm must have as many ranks and the
+ * same slab size (calls beyond a slab are cut into the same chunks). */
+int ring_shm_allreduce_hier(ring_shm_t *shm, MPI_Comm cross,
+                            const void *sendbuf, void *recvbuf, size_t count,
+                            ring_dtype_t dtype, ring_op_t op);
+
 #ifdef __cplusplus
 }
 #endif

@@ -46,6 +46,13 @@
  *
  * A waiting rank spins briefly, then yields the core: with more ranks than
  * cores the rank it waits for may need that core.
+ *
+ * Across nodes (ring_shm_allreduce_hier) the same window is the node's
+ * stage of the hierarchical allreduce: each rank reduces every segment of
+ * its block over the node, allreduces the whole block with its peers on
+ * the other nodes (ring_allreduce over `cross`), and only then publishes
+ * it (reduced = all segments) for the node's gather. An AVERAGE is summed
+ * in both stages and divided once by the number of all ranks.
  */
 #include <sched.h>
 #include <stdatomic.h>
@@ -207,8 +214,12 @@ typedef struct {
     char *dst;
     size_t n, esize, seg; /* elements; bytes per element; elements per seg */
     ring_dtype_t dtype;
-    ring_op_t op;
+    ring_op_t op;  /* within the node: SUM for a hierarchical AVERAGE */
     uint64_t base; /* counters' value before this chunk */
+    MPI_Comm cross; /* hierarchical: the other nodes' owners of this
+                       block; MPI_COMM_NULL within one node */
+    ring_op_t final_op; /* the caller's op */
+    int nranks;         /* on every node: AVERAGE's divisor across nodes */
 } ring__shm_chunk_t;
 
 /* Segment s of block b: its first element and length (0 past the end). */
@@ -253,10 +264,37 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
             shm->inputs[r] = r == me ? c->src + off : shm->slab[r] + off;
         ring__reduce_host_n(acc, shm->inputs, n, len, c->dtype, c->op,
                             c->op == RING_AVERAGE ? n : 1);
-        if (c->dst + off != acc) memcpy(c->dst + off, acc, len * c->esize);
     }
+    /* Across nodes the block is not final yet: ring__shm_cross ends it. */
+    if (c->cross != MPI_COMM_NULL) return;
+    if (len > 0 && c->dst + off != acc)
+        memcpy(c->dst + off, acc, len * c->esize);
     atomic_store_explicit(&shm->ctl[me]->reduced, c->base + s + 1,
                           memory_order_release);
+}
+
+/* Hierarchical: the own block, summed over this node, is allreduced with
+ * the owners of the same block on the other nodes (averaged over all
+ * ranks), then published whole. Published even when that failed, so the
+ * node's other ranks do not wait for ever; the status says it failed. */
+static int ring__shm_cross(const ring__shm_chunk_t *c, size_t nseg)
+{
+    ring_shm_t *shm = c->shm;
+    int me = shm->rank;
+    size_t off = ring__block_offset(c->n, shm->size, me) * c->esize;
+    size_t len = ring__block_count(c->n, shm->size, me);
+    char *block = shm->slab[me] + off;
+    int status = ring_allreduce(block, block, len, c->dtype, c->op, c->cross);
+    if (status == RING_OK && c->final_op == RING_AVERAGE) {
+        const void *in = block;
+        ring__reduce_host_n(block, &in, 1, len, c->dtype, RING_AVERAGE,
+                            c->nranks);
+    }
+    if (status == RING_OK && len > 0 && c->dst + off != block)
+        memcpy(c->dst + off, block, len * c->esize);
+    atomic_store_explicit(&shm->ctl[me]->reduced, c->base + nseg,
+                          memory_order_release);
+    return status;
 }
 
 static void ring__shm_gather(const ring__shm_chunk_t *c, size_t s)
@@ -272,9 +310,13 @@ static void ring__shm_gather(const ring__shm_chunk_t *c, size_t s)
     }
 }
 
-static void ring__shm_chunk(ring__shm_chunk_t *c)
+/* One chunk. Within a node, segment s is gathered while s + 1 is being
+ * reduced; across nodes the whole own block crosses between the reduction
+ * and the gather. */
+static int ring__shm_chunk(ring__shm_chunk_t *c)
 {
     ring_shm_t *shm = c->shm;
+    int status = RING_OK, cross = c->cross != MPI_COMM_NULL;
     /* Block 0 is the longest: it sets the number of segments. */
     size_t longest = ring__block_count(c->n, shm->size, 0);
     size_t nseg = (longest + c->seg - 1) / c->seg;
@@ -282,13 +324,16 @@ static void ring__shm_chunk(ring__shm_chunk_t *c)
     for (size_t s = 0; s < nseg; s++) {
         ring__shm_post(c, s);
         ring__shm_reduce(c, s);
-        if (s > 0) ring__shm_gather(c, s - 1);
+        if (s > 0 && !cross) ring__shm_gather(c, s - 1);
     }
-    if (nseg > 0) ring__shm_gather(c, nseg - 1);
+    if (cross) status = ring__shm_cross(c, nseg);
+    for (size_t s = cross ? 0 : nseg - (nseg > 0); s < nseg; s++)
+        ring__shm_gather(c, s);
     shm->nsegs += nseg;
     shm->nchunks++;
     atomic_store_explicit(&shm->ctl[shm->rank]->released, shm->nchunks,
                           memory_order_release);
+    return status;
 }
 
 /* A buffer may be the slab itself, or lie wholly outside it. */
@@ -304,8 +349,9 @@ static const char *ring__shm_bad_buffer(const ring_shm_t *shm, const void *buf,
     return NULL;
 }
 
-int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
-                       size_t count, ring_dtype_t dtype, ring_op_t op)
+static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
+                               const void *sendbuf, void *recvbuf,
+                               size_t count, ring_dtype_t dtype, ring_op_t op)
 {
     int status;
     const ring__tuning_t *tuning;
@@ -329,9 +375,14 @@ int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
         status = RING_ERR_ARG;
         goto out;
     }
+    int nnodes = 1;
+    if (cross != MPI_COMM_NULL) RING_CHECK_MPI(MPI_Comm_size(cross, &nnodes));
     if (count == 0) goto out;
     if (shm->size == 1) {
-        if (sendbuf != recvbuf) memcpy(recvbuf, sendbuf, nbytes);
+        if (cross != MPI_COMM_NULL)
+            status = ring_allreduce(sendbuf, recvbuf, count, dtype, op, cross);
+        else if (sendbuf != recvbuf)
+            memcpy(recvbuf, sendbuf, nbytes);
         goto out;
     }
     ring__shm_chunk_t c = {
@@ -341,7 +392,10 @@ int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
                    ? tuning->shm_segment_bytes / esize
                    : 1,
         .dtype = dtype,
-        .op = op,
+        .op = cross != MPI_COMM_NULL && op == RING_AVERAGE ? RING_SUM : op,
+        .cross = cross,
+        .final_op = op,
+        .nranks = nnodes * shm->size,
     };
     size_t per_chunk = shm->slab_bytes / esize;
     for (size_t done = 0; done < count; done += c.n) {
@@ -349,8 +403,28 @@ int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
         c.src = (const char *)sendbuf + done * esize;
         c.dst = (char *)recvbuf + done * esize;
         c.base = shm->nsegs;
-        ring__shm_chunk(&c);
+        int chunk_status = ring__shm_chunk(&c);
+        if (status == RING_OK) status = chunk_status;
     }
 out:
     return status;
+}
+
+int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
+                       size_t count, ring_dtype_t dtype, ring_op_t op)
+{
+    return ring__shm_allreduce(shm, MPI_COMM_NULL, sendbuf, recvbuf, count,
+                               dtype, op);
+}
+
+int ring_shm_allreduce_hier(ring_shm_t *shm, MPI_Comm cross,
+                            const void *sendbuf, void *recvbuf, size_t count,
+                            ring_dtype_t dtype, ring_op_t op)
+{
+    if (cross == MPI_COMM_NULL) {
+        ring__log("ring_shm_allreduce_hier: cross is MPI_COMM_NULL");
+        return RING_ERR_ARG;
+    }
+    return ring__shm_allreduce(shm, cross, sendbuf, recvbuf, count, dtype,
+                               op);
 }

@@ -112,10 +112,18 @@ script_launch "2+1 test_dist_opt" 3 test/test_dist_opt passes=2
 # Hierarchical: 2 + 2 runs it (rank 0 says so); 2 + 1 warns and stays flat.
 script_launch "2+2 hierarchical test_hvd" 4 test/test_hvd HVD_LOG_LEVEL=info \
     HVD_HIERARCHICAL_ALLREDUCE=1
-if ! grep -q "hierarchical allreduce: 2 nodes of 2 ranks" "$dir/err"; then
-    echo "FAIL: 2+2 hierarchical: rank 0 never said it runs" >&2
-    rc=1
-fi
+for line in "hierarchical allreduce: 2 nodes of 2 ranks" \
+    "allreduce through shared memory within each node"; do
+    if ! grep -q "$line" "$dir/err"; then
+        echo "FAIL: 2+2 hierarchical: rank 0 never said \"$line\"" >&2
+        rc=1
+    fi
+done
+# The node's stage forced through shared memory at every size, and off.
+script_launch "2+2 hierarchical, shm at every size" 4 test/test_hvd \
+    HVD_HIERARCHICAL_ALLREDUCE=1 HVD_INTRANODE=shm
+script_launch "2+2 hierarchical, ring within nodes" 4 test/test_hvd \
+    HVD_HIERARCHICAL_ALLREDUCE=1 HVD_INTRANODE=ring
 HVD_HIERARCHICAL_ALLREDUCE=1 script_launch "2+2 hierarchical test_dist_opt" \
     4 test/test_dist_opt
 script_launch "2+1 hierarchical test_hvd" 3 test/test_hvd \

@@ -8,7 +8,8 @@
  * line naming it: "allreduce n=5 count=7 dtype=bf16 op=avg inplace=1 ...".
  *
  * Options: --shm tests ring_shm_allreduce instead of the ring collectives;
- * --hier L tests ring_allreduce_hier on "nodes" of L consecutive ranks.
+ * --hier L tests ring_allreduce_hier and ring_shm_allreduce_hier on
+ * "nodes" of L consecutive ranks.
  * --segment-bytes N sets HVD_RING_SEGMENT_BYTES and HVD_SHM_SEGMENT_BYTES
  * before the first collective, so a run can force many pipeline segments
  * per block.
@@ -135,7 +136,8 @@ static void test_allreduce(const how_t *how, size_t count, ring_dtype_t dtype,
                        inplace);
     if (how->shm)
         snprintf(case_name + len, sizeof case_name - (size_t)len,
-                 "shm slab=%zu packed=%d", slab_bytes, how->packed);
+                 "shm slab=%zu packed=%d%s", slab_bytes, how->packed,
+                 how->cross != MPI_COMM_NULL ? " hier" : "");
     else if (how->node != MPI_COMM_NULL)
         snprintf(case_name + len, sizeof case_name - (size_t)len, "hier");
     else
@@ -157,7 +159,11 @@ static void test_allreduce(const how_t *how, size_t count, ring_dtype_t dtype,
         src = slab;
         if (inplace) dst = slab;
     }
-    if (how->shm)
+    if (how->shm && how->cross != MPI_COMM_NULL)
+        expect_status(ring_shm_allreduce_hier(how->shm, how->cross, src, dst,
+                                              count, dtype, op),
+                      "ring_shm_allreduce_hier");
+    else if (how->shm)
         expect_status(ring_shm_allreduce(how->shm, src, dst, count, dtype, op),
                       "ring_shm_allreduce");
     else if (how->node != MPI_COMM_NULL)
@@ -354,22 +360,24 @@ static void test_shm_bad_arguments(ring_shm_t *shm)
     TEST_EQ(ring_shm_free(&none), RING_OK);
 }
 
-/* The shared-memory allreduce: a slab smaller than the large count (so it
- * runs in chunks) and one that holds it, each with the input where the
+/* The shared-memory allreduce among comm's ranks (hierarchical over cross
+ * unless that is MPI_COMM_NULL): a slab smaller than the large count (so
+ * it runs in chunks) and one that holds it, each with the input where the
  * caller has it and packed into the slab. */
-static void test_shm(const size_t *counts, size_t ncounts)
+static void test_shm(MPI_Comm comm, MPI_Comm cross, const size_t *counts,
+                     size_t ncounts)
 {
     const size_t slab_bytes[] = {64 << 10, 16 << 20};
     for (int i = 0; i < 2; i++) {
         ring_shm_t *shm = NULL;
         strcpy(case_name, "ring_shm_create");
-        expect_status(ring_shm_create(MPI_COMM_WORLD, slab_bytes[i], &shm),
+        expect_status(ring_shm_create(comm, slab_bytes[i], &shm),
                       "ring_shm_create");
         if (!shm) return;
-        if (i == 0) test_shm_bad_arguments(shm);
+        if (i == 0 && cross == MPI_COMM_NULL) test_shm_bad_arguments(shm);
         for (int packed = 0; packed < 2; packed++) {
-            how_t how = {.shm = shm, .packed = packed,
-                         .node = MPI_COMM_NULL, .cross = MPI_COMM_NULL};
+            how_t how = {.shm = shm, .packed = packed, .node = comm,
+                         .cross = cross};
             test_allreduces(&how, counts, ncounts);
         }
         expect_status(ring_shm_free(&shm), "ring_shm_free");
@@ -392,6 +400,11 @@ static void test_hier(int per_node, const size_t *counts, size_t ncounts)
                                 how.cross),
             RING_ERR_ARG);
     test_allreduces(&how, counts, ncounts);
+    strcpy(case_name, "shm hier bad arguments");
+    TEST_EQ(ring_shm_allreduce_hier(NULL, how.cross, x, x, 4, RING_FLOAT32,
+                                    RING_SUM),
+            RING_ERR_ARG);
+    test_shm(how.node, how.cross, counts, ncounts);
     MPI_Comm_free(&how.node);
     MPI_Comm_free(&how.cross);
 }
@@ -427,7 +440,7 @@ int main(int argc, char **argv)
     }
     test_bad_arguments();
     if (shm) {
-        test_shm(counts, ncounts);
+        test_shm(MPI_COMM_WORLD, MPI_COMM_NULL, counts, ncounts);
     } else if (per_node > 0) {
         test_hier(per_node, counts, ncounts);
     } else {
