@@ -13,7 +13,9 @@
  *   shm       ours, ring_shm_allreduce(): every rank reduces its block
  *             straight from the others' memory (all ranks on one node);
  *   hier      ours, ring_allreduce_hier(): reduce-scatter within each node,
- *             allreduce across nodes, allgather within (--impl only).
+ *             allreduce across nodes, allgather within (--impl only);
+ *   hiershm   the same with the node's stages through shm's window
+ *             (ring_shm_allreduce_hier; --impl only).
  * When shm runs, recvbuf is shm's slab for every implementation (ring and
  * MPI do not mind where their memory is): in place, shm then reduces data
  * that already lies in shared memory, as hvd's fusion buffer does, and out
@@ -401,16 +403,28 @@ static void hier_run(const bench_t *b, const void *sendbuf, void *recvbuf,
                                    b->opts.op, b->node, b->cross));
 }
 
+static void hiershm_run(const bench_t *b, const void *sendbuf, void *recvbuf,
+                        size_t count)
+{
+    void *slab;
+
+    RING_CHECK(ring_shm_allreduce_hier(b->shm, b->cross, sendbuf, recvbuf,
+                                       count, b->opts.dtype, b->opts.op));
+    RING_CHECK(ring_shm_slab(b->shm, &slab, NULL));
+}
+
 static const bench_impl_t impl_ring = {"ring", ring_unsupported, ring_run, 1};
 static const bench_impl_t impl_mpi = {"mpi", mpi_unsupported, mpi_run, 1};
 static const bench_impl_t impl_noreduce = {"noreduce", noreduce_unsupported,
                                            noreduce_run, 0};
 static const bench_impl_t impl_shm = {"shm", shm_unsupported, shm_run, 1};
 static const bench_impl_t impl_hier = {"hier", hier_unsupported, hier_run, 1};
+static const bench_impl_t impl_hiershm = {"hiershm", hier_unsupported,
+                                          hiershm_run, 1};
 
 static const bench_impl_t *const impls[] = {&impl_ring, &impl_mpi,
                                             &impl_noreduce, &impl_shm,
-                                            &impl_hier};
+                                            &impl_hier, &impl_hiershm};
 
 /* ---- one measurement: an implementation, in place or not, at one size ---- */
 
@@ -871,6 +885,9 @@ static void print_impl_line(const bench_t *b)
     else if (o->impl == &impl_hier)
         printf("# Impl: hier (ring_allreduce_hier: within nodes, then "
                "across, then within)\n");
+    else if (o->impl == &impl_hiershm)
+        printf("# Impl: hiershm (ring_shm_allreduce_hier: hier with the "
+               "node's stages through shared memory)\n");
     else if (o->impl == &impl_noreduce)
         printf("# Impl: noreduce (the ring's 2(n-1) messages, no reduction, "
                "nothing to check)\n");
@@ -945,8 +962,8 @@ static const bench_cli_t cli = {
         "with the other implementations (default 1)\n"
         "      --impl IMPL          ring (ours, default), mpi "
         "(MPI_Allreduce), noreduce (the ring's messages, no reduction) or "
-        "shm (ours, through shared memory, one node) or hier (ours, "
-        "hierarchical)\n"
+        "shm (ours, through shared memory, one node), hier (ours, "
+        "hierarchical) or hiershm (hier, shared memory within nodes)\n"
         "      --algo ALGO          ring's algorithm: auto, ring, rdb "
         "(default auto)\n"
         "      --compare            time ring, mpi, noreduce and shm "
@@ -1038,8 +1055,8 @@ static int parse_name_opt(int opt, const char *arg, bench_opts_t *o)
     case OPT_IMPL:
         if (parse_impl(arg, &o->impl))
             return bench_bad_value(lo, opt, arg,
-                                   "expected ring, mpi, noreduce, shm or "
-                                   "hier");
+                                   "expected ring, mpi, noreduce, shm, "
+                                   "hier or hiershm");
         return 0;
     default: /* OPT_ALGO */
         if (ring_algo_parse(arg, &o->algo) != RING_OK)
@@ -1151,7 +1168,7 @@ static void make_hier(bench_t *b)
     int local_rank, local_size, min_size, max_size;
 
     b->node = b->cross = MPI_COMM_NULL;
-    if (b->opts.impl != &impl_hier)
+    if (b->opts.impl != &impl_hier && b->opts.impl != &impl_hiershm)
         return;
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
                                   MPI_INFO_NULL, &node));
@@ -1167,6 +1184,10 @@ static void make_hier(bench_t *b)
     }
     b->node = node;
     MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, local_rank, b->rank, &b->cross));
+    /* hiershm's window, on the node; recvbuf is its slab, as for shm. */
+    if (b->opts.impl == &impl_hiershm)
+        RING_CHECK(ring_shm_create(node, b->opts.max_nbytes + b->elsize,
+                                   &b->shm));
 }
 
 static void free_buffers(bench_t *b)
