@@ -45,6 +45,9 @@ int hvd_init(int *argc, char ***argv)
     }
     status = hvd__config_read(&hvd__engine.config);
     if (status != HVD_OK) return status;
+    /* ring's own variables too, which would otherwise fail the first
+     * collective and, with it, the engine. */
+    if (ring_check_env() != RING_OK) return HVD_ERR_ARG;
     MPI_Initialized(&up);
     if (!up) {
         /* Open MPI spins in blocking waits unless told to yield; the

@@ -93,6 +93,13 @@ typedef enum {
     RING_ALGO_COUNT
 } ring_algo_t;
 
+/* Reads ring's tuning variables (HVD_ALLREDUCE_ALGO, HVD_RING_SEGMENT_BYTES,
+ * HVD_RING_SMALL_BYTES, HVD_SHM_SEGMENT_BYTES) as the first collective
+ * would: RING_OK, or RING_ERR_ARG with a message naming the bad one, so a
+ * program can refuse them before it starts rather than at its first
+ * collective. */
+int ring_check_env(void);
+
 /* "auto", "ring", "rdb", "rhd"; NULL when unknown. */
 const char *ring_algo_name(ring_algo_t algo);
 /* Parses a name from ring_algo_name(); RING_ERR_ARG when unknown. */

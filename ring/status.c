@@ -110,6 +110,12 @@ static void ring__tuning_read(void)
     ring__tuned_status = status;
 }
 
+int ring_check_env(void)
+{
+    const ring__tuning_t *tuning;
+    return ring__tuning(&tuning);
+}
+
 int ring__tuning(const ring__tuning_t **tuning)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;

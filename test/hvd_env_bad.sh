@@ -10,7 +10,9 @@ for setting in HVD_FUSION_THRESHOLD=12x HVD_FUSION_THRESHOLD=-1 \
     HVD_FUSION_THRESHOLD=lots HVD_CYCLE_TIME=-1 HVD_CYCLE_TIME=fast \
     HVD_STALL_CHECK_TIME=-5 HVD_STALL_CHECK_TIME=1s \
     HVD_STALL_SHUTDOWN_TIME=never HVD_LOG_LEVEL=loud HVD_BIND=everywhere \
-    HVD_INTRANODE=tcp HVD_HIERARCHICAL_ALLREDUCE=yes; do
+    HVD_INTRANODE=tcp HVD_HIERARCHICAL_ALLREDUCE=yes \
+    HVD_RING_SEGMENT_BYTES=12x HVD_SHM_SEGMENT_BYTES=1 \
+    HVD_ALLREDUCE_ALGO=fastest; do
     name=${setting%%=*}
     script_launch "$setting" 2 test/test_hvd_env "$setting" bad
     grep -q "$name" "$dir/err" || {
