@@ -161,7 +161,10 @@ static int build(loop_t *L)
         return 1;
     }
     L->sctx = (trainer_sgd_t){&L->m, &L->sgd};
-    status = trainer_dist_opt_create(&L->dopt, &L->sctx, NULL);
+    hvd_dist_opt_options_t dopt = {.backward_passes_per_step = 1,
+                                   .fp16_compression = o->fp16_allreduce,
+                                   .op = HVD_AVERAGE};
+    status = trainer_dist_opt_create(&L->dopt, &L->sctx, &dopt);
     if (status != HVD_OK) {
         fprintf(stderr, "%s: hvd_dist_opt_create: %s\n", c->name,
                 hvd_strerror(status));

@@ -57,6 +57,7 @@ typedef struct {
     const char *data;
     const char *checkpoint;
     int resume;
+    int fp16_allreduce;    /* 1: gradients travel as float16 */
     long long max_steps;   /* 0: no limit */
     long long train_limit; /* 0: every training image */
     const char *device;

@@ -30,6 +30,9 @@ void train_loop_usage(const train_loop_config_t *cfg, FILE *f)
         "                         default LR)\n"
         "  --checkpoint PATH      rank 0 writes PATH after each epoch\n"
         "  --resume               continue from --checkpoint PATH\n"
+        "  --fp16-allreduce       gradients travel as float16 (half the "
+        "bytes;\n"
+        "                         the update stays float32)\n"
         "  --max-steps K          stop after K steps in total (counted from\n"
         "                         epoch 0), for tests\n"
         "  --train-limit N        use only the first N training images\n"
@@ -173,12 +176,12 @@ int train_loop_parse_flags(const train_loop_config_t *cfg, int argc,
             o->help = 1;
             continue;
         }
-        if (!strcmp(flag, "--resume")) {
+        if (!strcmp(flag, "--resume") || !strcmp(flag, "--fp16-allreduce")) {
             if (val) {
-                snprintf(err, n, "--resume takes no value");
+                snprintf(err, n, "%s takes no value", flag);
                 return -1;
             }
-            o->resume = 1;
+            *(flag[2] == 'r' ? &o->resume : &o->fp16_allreduce) = 1;
             continue;
         }
         size_t k, nk = sizeof with_value / sizeof with_value[0];

@@ -101,7 +101,7 @@ static int hvd__dist_opt_start(hvd_dist_opt_t *opt, size_t i)
     if (!opt->options.fp16_compression)
         return hvd_allreduce_async(g, g, n, HVD_FLOAT32, opt->options.op,
                                    opt->names[i], &opt->handles[i]);
-    for (size_t j = 0; j < n; j++) opt->halves[i][j] = ring_f32_to_f16(g[j]);
+    ring_f32_to_f16_array(opt->halves[i], g, n);
     return hvd_allreduce_async(opt->halves[i], opt->halves[i], n, HVD_FLOAT16,
                                opt->options.op, opt->names[i],
                                &opt->handles[i]);
@@ -136,8 +136,8 @@ int hvd_dist_opt_step(hvd_dist_opt_t *opt)
         opt->handles[i] = NULL;
         if (status == HVD_OK) status = s;
         if (s == HVD_OK && opt->options.fp16_compression)
-            for (size_t j = 0; j < opt->counts[i]; j++)
-                opt->grads[i][j] = ring_f16_to_f32(opt->halves[i][j]);
+            ring_f16_to_f32_array(opt->grads[i], opt->halves[i],
+                                  opt->counts[i]);
     }
     if (status != HVD_OK) return status;
     return opt->inner.step(opt->inner.ctx); /* its statuses are ours */

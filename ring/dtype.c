@@ -58,5 +58,17 @@ int ring_algo_parse(const char *name, ring_algo_t *algo)
 
 uint16_t ring_f32_to_f16(float value) { return ring__f32_to_f16(value); }
 float ring_f16_to_f32(uint16_t bits) { return ring__f16_to_f32(bits); }
+
+/* Whole arrays in loops the compiler vectorises (the conversions are
+ * branch-free): a call per element ran at ~3 ns each. */
+void ring_f32_to_f16_array(uint16_t *out, const float *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = ring__f32_to_f16(in[i]);
+}
+
+void ring_f16_to_f32_array(float *out, const uint16_t *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = ring__f16_to_f32(in[i]);
+}
 uint16_t ring_f32_to_bf16(float value) { return ring__f32_to_bf16(value); }
 float ring_bf16_to_f32(uint16_t bits) { return ring__bf16_to_f32(bits); }

@@ -80,6 +80,9 @@ const char *ring_op_name(ring_op_t op);
  * 65504 (f16) becomes inf. */
 uint16_t ring_f32_to_f16(float value);
 float ring_f16_to_f32(uint16_t bits);
+/* The same over n elements (vectorised). */
+void ring_f32_to_f16_array(uint16_t *out, const float *in, size_t n);
+void ring_f16_to_f32_array(float *out, const uint16_t *in, size_t n);
 uint16_t ring_f32_to_bf16(float value);
 float ring_bf16_to_f32(uint16_t bits);
 

@@ -68,6 +68,34 @@ static void test_f16_decode_all(void)
     }
 }
 
+/* The array conversions give what the scalar ones give, bit for bit: every
+ * half decoded, and every decoded half and its neighbours encoded. */
+static void test_f16_arrays(void)
+{
+    enum { N = 65536 };
+    static uint16_t halves[N], back[N * 3];
+    static float floats[N], near[N * 3];
+    for (uint32_t h = 0; h < N; h++) halves[h] = (uint16_t)h;
+    ring_f16_to_f32_array(floats, halves, N);
+    for (uint32_t h = 0; h < N; h++) {
+        float want = ring_f16_to_f32(halves[h]);
+        if (memcmp(&floats[h], &want, sizeof want) != 0) {
+            TEST_FAIL("f16 0x%04x: array decode differs", h);
+            return;
+        }
+        near[3 * h] = floats[h];
+        near[3 * h + 1] = nextafterf(floats[h], INFINITY);
+        near[3 * h + 2] = floats[h] * 1.0004f;
+    }
+    ring_f32_to_f16_array(back, near, N * 3);
+    for (size_t i = 0; i < (size_t)N * 3; i++)
+        if (back[i] != ring_f32_to_f16(near[i])) {
+            TEST_FAIL("%a: array encode 0x%04x, scalar 0x%04x", near[i],
+                      back[i], ring_f32_to_f16(near[i]));
+            return;
+        }
+}
+
 /* Every half's neighbourhood: the value, the midpoint to the next half
  * (a tie), and one float ulp either side of the midpoint. */
 static void test_f16_encode_ties(void)
@@ -422,6 +450,7 @@ static void test_names(void)
 int main(void)
 {
     test_f16_decode_all();
+    test_f16_arrays();
     test_f16_encode_ties();
     test_f16_specials();
     test_bf16_encode();
