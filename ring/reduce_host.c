@@ -61,13 +61,59 @@ RING__REDUCE_FLOATING(ring__reduce_f32, float, float, RING__ID, RING__ID,
                       ring__min_f32, ring__max_f32)
 RING__REDUCE_FLOATING(ring__reduce_f64, double, double, RING__ID, RING__ID,
                       ring__min_f64, ring__max_f64)
-RING__REDUCE_FLOATING(ring__reduce_f16, uint16_t, float, ring__f16_to_f32,
-                      ring__f32_to_f16, ring__min_f32, ring__max_f32)
+RING__REDUCE_FLOATING(ring__reduce_f16_portable, uint16_t, float,
+                      ring__f16_to_f32, ring__f32_to_f16, ring__min_f32,
+                      ring__max_f32)
 RING__REDUCE_FLOATING(ring__reduce_bf16, uint16_t, float, ring__bf16_to_f32,
                       ring__f32_to_bf16, ring__min_f32, ring__max_f32)
 RING__REDUCE_INTEGER(ring__reduce_i32, int32_t, uint32_t)
 RING__REDUCE_INTEGER(ring__reduce_i64, int64_t, uint64_t)
 RING__REDUCE_INTEGER(ring__reduce_u8, uint8_t, unsigned)
+
+/* float16 sum, average and product with the F16C conversions, 8 at a
+ * time, where the CPU has them: the portable conversions cost ~2.5 ns an
+ * element (a 400 KB half allreduce took 280 us against 36 for float). The
+ * same rounding (to nearest even); test_reduce checks the results against
+ * a reference either way. Returns how many leading elements it did. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx,f16c"))) static size_t
+ring__reduce_f16_f16c(uint16_t *d, const uint16_t *a, const uint16_t *b,
+                      size_t count, ring_op_t op, int divisor)
+{
+    __m256 n = _mm256_set1_ps((float)divisor);
+    size_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
+        __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));
+        __m256 z = op == RING_PRODUCT ? _mm256_mul_ps(x, y)
+                                      : _mm256_add_ps(x, y);
+        if (op == RING_AVERAGE && divisor > 1) z = _mm256_div_ps(z, n);
+        _mm_storeu_si128((__m128i *)(d + i),
+                         _mm256_cvtps_ph(z, _MM_FROUND_TO_NEAREST_INT));
+    }
+    return i;
+}
+
+static int ring__have_f16c(void)
+{
+    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+#endif
+
+static void ring__reduce_f16(void *dst, const void *a, const void *b,
+                             size_t count, ring_op_t op, int divisor)
+{
+    size_t done = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (op != RING_MIN && op != RING_MAX && ring__have_f16c())
+        done = ring__reduce_f16_f16c(dst, a, b, count, op, divisor);
+#endif
+    ring__reduce_f16_portable((uint16_t *)dst + done,
+                              (const uint16_t *)a + done,
+                              (const uint16_t *)b + done, count - done, op,
+                              divisor);
+}
 
 typedef void ring__reduce_fn(void *, const void *, const void *, size_t,
                              ring_op_t, int);
