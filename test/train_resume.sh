@@ -46,4 +46,14 @@ script_expect "bad lr" 2 "--lr" 2 $prog --lr -1
 script_expect "unknown model" 2 "--model.*resnet" 2 $prog --model resnet
 script_expect "cuda" 2 "--device cuda" 2 $prog --device cuda
 script_expect "resume alone" 2 "--resume needs --checkpoint" 2 $prog --resume
+script_expect "fp16 with a value" 2 "--fp16-allreduce takes no value" 2 \
+    $prog --fp16-allreduce=1
+
+# Gradients as float16 on the wire still train: the run ends and reports.
+script_launch "fp16 allreduce" 2 $prog $common --epochs 1 --fp16-allreduce \
+    > "$dir/fp16.out"
+grep -q "^done: " "$dir/fp16.out" || {
+    echo "FAIL: fp16 allreduce: no final line" >&2
+    rc=1
+}
 script_finish train_resume
