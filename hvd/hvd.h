@@ -56,7 +56,9 @@ typedef struct hvd_handle *hvd_handle_t;
  * environment variables (a bad value fails with HVD_ERR_ARG naming it);
  * starts the engine. argc/argv may be NULL. */
 int hvd_init(int *argc, char ***argv);
-/* Finishes outstanding work, stops the engine, releases everything. */
+/* Finishes outstanding work, stops the engine, releases everything but
+ * the handles of that work, which the caller still frees with hvd_wait
+ * (it returns their status at once, also after shutdown). */
 int hvd_shutdown(void);
 
 /* Topology; HVD_ERR_STATE before init or after shutdown. hvd_rank() is

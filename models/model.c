@@ -257,13 +257,12 @@ int model_init_shape(model_t *m, const char *kind, int channels, int height,
     m->act_slab = malloc(act_count * bm * sizeof(float));
     m->dact_slab = malloc(act_count * bm * sizeof(float));
     m->scratch = malloc((scratch_count ? scratch_count : 1) * sizeof(float));
-    int32_t *argmax = malloc((argmax_count * bm + 1) * sizeof(int32_t));
+    /* + 1: never malloc(0); the mlp has no max-pool and uses none of it. */
+    m->argmax_slab = malloc((argmax_count * bm + 1) * sizeof(int32_t));
     if (!m->param_slab || !m->grad_slab || !m->act_slab || !m->dact_slab ||
-        !m->scratch || !argmax) {
-        free(argmax);
+        !m->scratch || !m->argmax_slab)
         goto err_free_model;
-    }
-    carve_layers(m, argmax);
+    carve_layers(m, m->argmax_slab);
     init_weights(m, seed);
     m->rng_state = model__rng_next(&seed); /* dropout's own stream */
     return MODEL_OK;
@@ -276,12 +275,6 @@ err_free_model:
 void model_free(model_t *m)
 {
     if (!m) return;
-    /* argmax is one allocation; the first max-pool points at its start */
-    for (int i = 0; m->layers && i < m->num_layers; i++)
-        if (m->layers[i].kind == MODEL__MAXPOOL) {
-            free(m->layers[i].argmax);
-            break;
-        }
     free(m->layers);
     free(m->params);
     free(m->param_slab);
@@ -289,6 +282,7 @@ void model_free(model_t *m)
     free(m->act_slab);
     free(m->dact_slab);
     free(m->scratch);
+    free(m->argmax_slab);
     memset(m, 0, sizeof(*m));
 }
 

@@ -74,6 +74,7 @@ typedef struct {
     float *act_slab;             /* layer outputs, (batch_max, ...) each */
     float *dact_slab;            /* gradients of the layer outputs */
     float *scratch;              /* im2col buffers of the convolutions */
+    int32_t *argmax_slab;        /* the max-pools' argmax, one allocation */
     const float *input;          /* (batch, in_count): last forward's input */
     int batch;                   /* samples in the last forward */
     int train;                   /* last forward was in training mode */

@@ -68,8 +68,18 @@ typedef struct {
 } ring__shm_ctl_t;
 
 /* A rank's part of the window: its counters on the first page, the slab
- * page-aligned after them. */
+ * page-aligned after them. MPI only promises a base aligned for any basic
+ * type (Open MPI's osc/sm puts a header at the start of the segment, and
+ * the base lands at page + 0x108), so each part is one page longer and
+ * starts at the first page boundary in it. The segment is mapped at a
+ * page boundary in every process, so every process finds the same one. */
 enum { RING__SHM_PAGE = 4096 };
+
+static char *ring__shm_page_up(char *p)
+{
+    uintptr_t off = (uintptr_t)p % RING__SHM_PAGE;
+    return off ? p + (RING__SHM_PAGE - off) : p;
+}
 
 struct ring_shm {
     MPI_Comm comm; /* our duplicate */
@@ -131,13 +141,15 @@ int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **out)
     RING_CHECK_MPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
     char *mine;
     RING_CHECK_MPI(MPI_Win_allocate_shared(
-        (MPI_Aint)(RING__SHM_PAGE + shm->slab_bytes), 1, info, shm->comm,
-        &mine, &shm->win));
+        (MPI_Aint)(2 * RING__SHM_PAGE + shm->slab_bytes), 1, info,
+        shm->comm, &mine, &shm->win));
+    mine = ring__shm_page_up(mine);
     for (int r = 0; r < shm->size; r++) {
         MPI_Aint bytes;
         int disp;
         char *base;
         RING_CHECK_MPI(MPI_Win_shared_query(shm->win, r, &bytes, &disp, &base));
+        base = ring__shm_page_up(base);
         shm->ctl[r] = (ring__shm_ctl_t *)base;
         shm->slab[r] = base + RING__SHM_PAGE;
     }
