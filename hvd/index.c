@@ -33,9 +33,17 @@ static size_t hvd__probe(const hvd__index_t *ix, const char *name, int *found)
     return free_at < ix->cap ? free_at : i;
 }
 
+/* Rebuilds the table without its tombstones, at a size the live entries
+ * fill to at most a quarter. Sizing it from used (tombstones included)
+ * doubled it whenever tombstones piled up: with a new name every call
+ * (bench/soak) it grew for ever, 30 -> 55 MiB over a million calls. */
 static int hvd__index_grow(hvd__index_t *ix)
 {
-    hvd__index_t bigger = {.cap = ix->cap ? 2 * ix->cap : 64};
+    size_t live = 0, cap = 64;
+    for (size_t i = 0; i < ix->cap; i++)
+        live += ix->keys[i] && ix->keys[i] != hvd__deleted;
+    while (cap < 4 * (live + 1)) cap *= 2;
+    hvd__index_t bigger = {.cap = cap};
     bigger.keys = calloc(bigger.cap, sizeof *bigger.keys);
     bigger.values = calloc(bigger.cap, sizeof *bigger.values);
     if (!bigger.keys || !bigger.values) {
