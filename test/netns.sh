@@ -29,7 +29,6 @@
 script_setup netns
 bed=$(cd "${srcdir:-.}/test/netns" && pwd)/testbed.sh
 lock=/run/lock/hvd-testbed.lock
-data=${TRAIN_DATA:-/usr/share/datasets/fashion-mnist}
 # Ranks on the other hosts find programs by absolute path only.
 abs_top_builddir=${abs_top_builddir:-$(pwd)}
 export abs_top_builddir
@@ -149,8 +148,7 @@ script_launch "round-robin 3 test_hvd" 3 test/test_hvd HVD_LOG_LEVEL=info
 topology "round-robin 3 test_hvd" 2 "2 1" "0 2 | 1"
 script_launch "round-robin 4 allreduce_perf" 4 bench/allreduce_perf -b 8 \
     -e 1M -f 4 -n 2 -w 1 -c 1
-if test -r "$data/train-images-idx3-ubyte.gz" ||
-    test -r "$data/train-images-idx3-ubyte"; then
+if script_have_fmnist; then
     HVD_LOG_LEVEL=info
     export HVD_LOG_LEVEL
     script_launch "round-robin 4 train_fmnist" 4 \

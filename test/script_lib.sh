@@ -15,6 +15,14 @@ script_setup() {
     rc=0
 }
 
+# script_have_fmnist: $data, the Fashion-MNIST folder (TRAIN_DATA, by
+# default Debian's), and whether its training images are there.
+script_have_fmnist() {
+    data=${TRAIN_DATA:-/usr/share/datasets/fashion-mnist}
+    test -r "$data/train-images-idx3-ubyte.gz" ||
+        test -r "$data/train-images-idx3-ubyte"
+}
+
 # script_launch WHAT NP PROGRAM [ARGS...]: runs PROGRAM (relative to the
 # build directory) at NP ranks through test/mpirun.sh; its stderr is kept
 # in $dir/err and copied to ours. A skip (77) or hard error (99) ends the

@@ -25,7 +25,6 @@
 script_setup slurm
 start=${srcdir:-.}/test/slurm/start-local-slurm.sh
 timeout=${HVD_TEST_TIMEOUT:-120}
-data=${TRAIN_DATA:-/usr/share/datasets/fashion-mnist}
 # munged wants every folder above its socket searchable by all.
 chmod 711 "$dir"
 HVD_SLURM_DIR=$dir/slurm
@@ -153,8 +152,7 @@ for np in 2 3; do
     fi
 done
 
-if ! test -r "$data/train-images-idx3-ubyte.gz" &&
-    ! test -r "$data/train-images-idx3-ubyte"; then
+if ! script_have_fmnist; then
     test "$rc" -eq 0 || exit "$rc"
     echo "SKIP: the rest passed; the training parts need Fashion-MNIST" \
         "in $data"

@@ -10,9 +10,7 @@
 # shellcheck source=test/script_lib.sh
 . "${srcdir:-.}/test/script_lib.sh"
 script_setup train_resume
-data=${TRAIN_DATA:-/usr/share/datasets/fashion-mnist}
-if ! test -r "$data/train-images-idx3-ubyte.gz" &&
-    ! test -r "$data/train-images-idx3-ubyte"; then
+if ! script_have_fmnist; then
     echo "SKIP: no Fashion-MNIST in $data"
     exit 77
 fi
