@@ -63,11 +63,8 @@ int ring_allreduce_hier(const void *sendbuf, void *recvbuf, size_t count,
     size_t nblock = ring__block_count(count, local_size, local_rank);
     RING_CHECK(ring_allreduce((const char *)src + (block - (char *)recvbuf),
                               block, nblock, dtype, sum_op, cross));
-    if (op == RING_AVERAGE) {
-        const void *in = block;
-        ring__reduce_host_n(block, &in, 1, nblock, dtype, RING_AVERAGE,
-                            local_size * nnodes);
-    }
+    if (op == RING_AVERAGE)
+        ring__divide_host(block, nblock, dtype, local_size * nnodes);
     if (local_size > 1)
         RING_CHECK(ring__ring_blocks(NULL, recvbuf, count, dtype, op, 0,
                                      local_size - 1, node));

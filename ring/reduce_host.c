@@ -211,3 +211,10 @@ void ring__reduce_host_n(void *dst, const void *const *in, int n, size_t count,
     else
         ring__reducers_n[dtype](dst, in, n, count, op, divisor);
 }
+
+void ring__divide_host(void *buf, size_t count, ring_dtype_t dtype,
+                       int divisor)
+{
+    const void *in = buf;
+    ring__reducers_n[dtype](buf, &in, 1, count, RING_AVERAGE, divisor);
+}

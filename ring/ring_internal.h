@@ -93,6 +93,11 @@ void ring__reduce_host(void *dst, const void *a, const void *b, size_t count,
 void ring__reduce_host_n(void *dst, const void *const *in, int n, size_t count,
                          ring_dtype_t dtype, ring_op_t op, int divisor);
 
+/* buf[i] /= divisor in place, in float for half types (rounded once): the
+ * hierarchical AVERAGE, summed in every stage, divided once at the end. */
+void ring__divide_host(void *buf, size_t count, ring_dtype_t dtype,
+                       int divisor);
+
 #if HVD_HAVE_CUDA
 /* The same on device memory, as a kernel queued on `stream` (a
  * cudaStream_t; void * keeps CUDA's headers out of host-only files).

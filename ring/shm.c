@@ -297,11 +297,8 @@ static int ring__shm_cross(const ring__shm_chunk_t *c, size_t nseg)
     size_t len = ring__block_count(c->n, shm->size, me);
     char *block = shm->slab[me] + off;
     int status = ring_allreduce(block, block, len, c->dtype, c->op, c->cross);
-    if (status == RING_OK && c->final_op == RING_AVERAGE) {
-        const void *in = block;
-        ring__reduce_host_n(block, &in, 1, len, c->dtype, RING_AVERAGE,
-                            c->nranks);
-    }
+    if (status == RING_OK && c->final_op == RING_AVERAGE)
+        ring__divide_host(block, len, c->dtype, c->nranks);
     if (status == RING_OK && len > 0 && c->dst + off != block)
         memcpy(c->dst + off, block, len * c->esize);
     atomic_store_explicit(&shm->ctl[me]->reduced, c->base + nseg,
