@@ -377,15 +377,21 @@ static const char *shm_unsupported(const bench_t *b, size_t count)
     return b->shm ? NULL : "the ranks are not all on one node";
 }
 
-/* Then waits until no rank reads this rank's slab (recvbuf) any more, so
- * that whatever runs next may write there. */
+/* shm, or hiershm when make_hier gave it a cross communicator; then waits
+ * until no rank reads this rank's slab (recvbuf) any more, so that
+ * whatever runs next may write there. */
 static void shm_run(const bench_t *b, const void *sendbuf, void *recvbuf,
                     size_t count)
 {
     void *slab;
 
-    RING_CHECK(ring_shm_allreduce(b->shm, sendbuf, recvbuf, count,
-                                  b->opts.dtype, b->opts.op));
+    if (b->cross != MPI_COMM_NULL)
+        RING_CHECK(ring_shm_allreduce_hier(b->shm, b->cross, sendbuf,
+                                           recvbuf, count, b->opts.dtype,
+                                           b->opts.op));
+    else
+        RING_CHECK(ring_shm_allreduce(b->shm, sendbuf, recvbuf, count,
+                                      b->opts.dtype, b->opts.op));
     RING_CHECK(ring_shm_slab(b->shm, &slab, NULL));
 }
 
@@ -403,16 +409,6 @@ static void hier_run(const bench_t *b, const void *sendbuf, void *recvbuf,
                                    b->opts.op, b->node, b->cross));
 }
 
-static void hiershm_run(const bench_t *b, const void *sendbuf, void *recvbuf,
-                        size_t count)
-{
-    void *slab;
-
-    RING_CHECK(ring_shm_allreduce_hier(b->shm, b->cross, sendbuf, recvbuf,
-                                       count, b->opts.dtype, b->opts.op));
-    RING_CHECK(ring_shm_slab(b->shm, &slab, NULL));
-}
-
 static const bench_impl_t impl_ring = {"ring", ring_unsupported, ring_run, 1};
 static const bench_impl_t impl_mpi = {"mpi", mpi_unsupported, mpi_run, 1};
 static const bench_impl_t impl_noreduce = {"noreduce", noreduce_unsupported,
@@ -420,7 +416,7 @@ static const bench_impl_t impl_noreduce = {"noreduce", noreduce_unsupported,
 static const bench_impl_t impl_shm = {"shm", shm_unsupported, shm_run, 1};
 static const bench_impl_t impl_hier = {"hier", hier_unsupported, hier_run, 1};
 static const bench_impl_t impl_hiershm = {"hiershm", hier_unsupported,
-                                          hiershm_run, 1};
+                                          shm_run, 1};
 
 static const bench_impl_t *const impls[] = {&impl_ring, &impl_mpi,
                                             &impl_noreduce, &impl_shm,
@@ -1144,7 +1140,7 @@ static void alloc_buffers(bench_t *b)
 static void make_shm(bench_t *b)
 {
     MPI_Comm node;
-    int node_size, together;
+    int node_size;
 
     if (b->opts.impl != NULL && b->opts.impl != &impl_shm)
         return;
@@ -1152,10 +1148,8 @@ static void make_shm(bench_t *b)
                                   MPI_INFO_NULL, &node));
     MPI_CHECK(MPI_Comm_size(node, &node_size));
     MPI_CHECK(MPI_Comm_free(&node));
-    together = node_size == b->nranks;
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &together, 1, MPI_INT, MPI_LAND,
-                            MPI_COMM_WORLD));
-    if (together)
+    /* One rank with every rank on its node means all have: no vote. */
+    if (node_size == b->nranks)
         RING_CHECK(ring_shm_create(MPI_COMM_WORLD,
                                    b->opts.max_nbytes + b->elsize, &b->shm));
 }

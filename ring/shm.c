@@ -113,14 +113,12 @@ int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **out)
     RING_CHECK_MPI(MPI_Comm_dup(comm, &shm->comm));
     RING_CHECK_MPI(MPI_Comm_rank(shm->comm, &shm->rank));
     RING_CHECK_MPI(MPI_Comm_size(shm->comm, &shm->size));
-    /* Every rank learns the same answer, so all return together. */
+    /* One rank whose node holds all of comm means every rank's does, so
+     * all ranks reach the same answer without a vote. */
     RING_CHECK_MPI(MPI_Comm_split_type(shm->comm, MPI_COMM_TYPE_SHARED, 0,
                                        MPI_INFO_NULL, &local));
     RING_CHECK_MPI(MPI_Comm_size(local, &local_size));
-    int all_local = local_size == shm->size, everywhere;
-    RING_CHECK_MPI(MPI_Allreduce(&all_local, &everywhere, 1, MPI_INT, MPI_LAND,
-                                 shm->comm));
-    if (!everywhere) {
+    if (local_size != shm->size) {
         ring__log("ring_shm_create: the ranks of comm span several nodes; "
                   "shared memory needs them on one");
         status = RING_ERR_ARG;
