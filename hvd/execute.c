@@ -7,7 +7,9 @@
  * When every rank is on this node (and HVD_INTRANODE allows), allreduces go
  * through ring_shm_allreduce and the fusion buffer is this rank's slab of
  * the shared window: tensors are packed straight into shared memory, where
- * the other ranks read them. */
+ * the other ranks read them. Across nodes with HVD_HIERARCHICAL_ALLREDUCE,
+ * the same window is each node's stage and the blocks cross between nodes
+ * over a communicator of one rank per node. */
 #include <stdlib.h>
 #include <string.h>
 #include "hvd/hvd_internal.h"
