@@ -30,6 +30,7 @@ expect_refused --datatype bench/allreduce_perf -d complex
 expect_refused --op bench/allreduce_perf -o xor
 expect_refused --algo bench/allreduce_perf --algo fastest
 expect_refused --seconds bench/soak --seconds 0
+expect_refused --impl bench/allreduce_perf --impl fastest
 expect_refused --iters bench/fusion_perf -n 0
 expect_refused --fusion bench/fusion_perf --fusion maybe
 expect_refused --batch-size examples/synthetic_benchmark --batch-size 0
