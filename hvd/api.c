@@ -86,6 +86,8 @@ int hvd_init(int *argc, char ***argv)
         const hvd__topo_t *t = &hvd__topo;
         int rank = hvd__engine.rank;
         char place[HVD__PLACE_MAX];
+        hvd__engine.own_cores =
+            hvd__enough_cores(t->node_size[t->node_idx[rank]]);
         /* Before the engine thread starts, which then inherits it. */
         hvd__bind(hvd__engine.config.bind, t->local_rank[rank],
                   t->node_size[t->node_idx[rank]], place, sizeof place);
@@ -191,6 +193,7 @@ int hvd_wait(hvd_handle_t handle)
     pthread_mutex_lock(&hvd__engine.mu);
     if (!handle->done) {
         hvd__engine.waiters++; /* ends the engine's wait for more requests */
+        handle->waited = 1;
         pthread_cond_signal(&hvd__engine.wake_cv);
         while (!handle->done)
             pthread_cond_wait(&hvd__engine.done_cv, &hvd__engine.mu);

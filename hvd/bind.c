@@ -121,6 +121,20 @@ static void hvd__bind_in(hwloc_topology_t topo, hvd__bind_t mode,
     hwloc_bitmap_free(set);
 }
 
+int hvd__enough_cores(int local_size)
+{
+    hwloc_topology_t topo;
+    int enough = 0;
+    if (hwloc_topology_init(&topo) != 0) return 0;
+    hwloc_bitmap_t now = hwloc_bitmap_alloc();
+    if (now && hwloc_topology_load(topo) == 0 &&
+        hwloc_get_cpubind(topo, now, HWLOC_CPUBIND_PROCESS) == 0)
+        enough = hwloc_bitmap_weight(now) >= local_size;
+    hwloc_bitmap_free(now);
+    hwloc_topology_destroy(topo);
+    return enough;
+}
+
 void hvd__bind(hvd__bind_t mode, int local_rank, int local_size, char *place,
                size_t nbytes)
 {

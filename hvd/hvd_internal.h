@@ -11,6 +11,7 @@
 #define HVD_HVD_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include "hvd/hvd.h"
@@ -55,6 +56,9 @@ enum { HVD__PLACE_MAX = 384 }; /* bytes of one rank's place, NUL included */
  * first making its GPU current in a CUDA build, and describes the result
  * in place (nbytes): "device cpu, core 1 of 2 (PUs 1)". A failed binding
  * is only a warning. */
+/* Whether the PUs this process may run on (before hvd__bind narrows them)
+ * number at least local_size. */
+int hvd__enough_cores(int local_size);
 void hvd__bind(hvd__bind_t mode, int local_rank, int local_size, char *place,
                size_t nbytes);
 
@@ -124,6 +128,7 @@ struct hvd_handle {
     void *recvbuf;
     int status;               /* valid once done */
     int done;                 /* under mu */
+    int waited;               /* under mu: a caller sleeps until done */
     int coordinated;          /* engine only: sent to the coordinator */
     int cache_slot;           /* engine only: its response cache entry, -1 */
     size_t pending_pos;       /* engine only: where in the pending list */
@@ -173,8 +178,12 @@ typedef struct {
     uint64_t nsubmitted;      /* requests queued so far: bursts end when
                                  it stops moving */
     hvd__index_t inflight;    /* every handle not yet done, for duplicates */
-    int waiters;              /* callers blocked in hvd_wait: no more
-                                 requests are coming from them */
+    _Atomic int waiters;      /* callers blocked in hvd_wait: no more
+                                 requests are coming from them (changed
+                                 under mu; the engine also reads it
+                                 without, see hvd__mpi_wait) */
+    int own_cores;            /* set before the engine starts: this node
+                                 has a core for each of its ranks */
     int shutdown_requested;
     int stalled;              /* HVD_ERR_STALL: every later call fails */
 } hvd__engine_t;
