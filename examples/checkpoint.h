@@ -32,7 +32,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { CKPT_VERSION = 1, CKPT_KIND_MAX = 8 };
+/* 2: parameters in models/'s reverse layout (last tensor first); a version
+ * 1 file holds them in forward order and is refused, not misread. */
+enum { CKPT_VERSION = 2, CKPT_KIND_MAX = 8 };
 
 /* Statuses: 0 or negative; ARG and NOMEM share hvd's values, IO and FORMAT
  * examples/data.h's. */

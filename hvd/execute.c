@@ -194,13 +194,43 @@ static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
     }
 }
 
-/* Several allreduces of one dtype and op through the fusion buffer. */
+/* Whether this rank's tensors of a group are in place and tile one range
+ * in the group's order (a model's gradient slab does): then that range is
+ * the group, reduced where it lies. The element order is the group's on
+ * every rank, packed or not, so ranks may differ in this. */
+static int hvd__tiled(const hvd__desc_t *descs, const hvd_handle_t *hs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!hs[i] || hs[i]->sendbuf != hs[i]->recvbuf) return 0;
+        if (i > 0 && (char *)hs[i - 1]->recvbuf + hvd__nbytes(&descs[i - 1]) !=
+                         (char *)hs[i]->recvbuf)
+            return 0;
+    }
+    return 1;
+}
+
+/* Several allreduces of one dtype and op: where they lie when they tile a
+ * range, else through the fusion buffer. */
 static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
 {
     const hvd__desc_t *descs = resp->descs;
     int n = resp->head.ndescs;
     size_t total = 0, count = 0;
-    for (int i = 0; i < n; i++) total += hvd__nbytes(&descs[i]);
+    for (int i = 0; i < n; i++) {
+        total += hvd__nbytes(&descs[i]);
+        count += descs[i].count;
+    }
+    if (hvd__tiled(descs, hs, n)) {
+        double t0 = hvd__now();
+        int status = hvd__allreduce(hs[0]->recvbuf, hs[0]->recvbuf, count,
+                                    (ring_dtype_t)descs[0].dtype,
+                                    (ring_op_t)descs[0].op);
+        double t1 = hvd__now();
+        for (int i = 0; i < n; i++)
+            hvd__timeline_event(descs[i].name, hvd__phase(&descs[i], total),
+                                t0, t1);
+        return status;
+    }
     char *buf = NULL;
     size_t slab_bytes = 0;
     if (hvd__use_shm(total)) {
@@ -219,7 +249,6 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
         if (hs[i]) memcpy(buf + at, hs[i]->sendbuf, nb);
         else memset(buf + at, 0, nb);
         at += nb;
-        count += descs[i].count;
     }
     double t1 = hvd__now();
     int status = hvd__allreduce(buf, buf, count, (ring_dtype_t)descs[0].dtype,

@@ -82,13 +82,13 @@ static const layer_spec_t cnn_spec[] = {
 enum { IN_C = 1, IN_H = 28, IN_W = 28 };
 enum { IN_SIDE_MAX = 4096, IN_COUNT_MAX = 1 << 24 };
 
-/* Registers parameter tensor `suffix` of layer `prefix`; returns its index. */
+/* Registers parameter tensor `suffix` of layer `prefix`; returns its index.
+ * Its offset comes later (lay_out_params). */
 static long add_param(model_t *m, const char *prefix, const char *suffix,
                       int ndim, const int *shape)
 {
     model_param_t *p = &m->params[m->num_params];
     snprintf(p->name, sizeof(p->name), "%s.%s", prefix, suffix);
-    p->offset = m->param_count;
     p->ndim = ndim;
     p->count = 1;
     for (int d = 0; d < ndim; d++) {
@@ -104,6 +104,19 @@ static long add_param(model_t *m, const char *prefix, const char *suffix,
  * (flatten shares its input's), and the int32 argmax and scratch counts.
  * Returns MODEL_ERR_ARG when a convolution's or pooling's window does not
  * fit in its (padded) input: the input is too small for the model. */
+/* Tensors lie in the slabs in the order backward finishes their gradients:
+ * last parameter first. The allreduces the DistributedOptimizer starts in
+ * that order then tile one range of grad_slab, which the engine reduces in
+ * place instead of packing them into its fusion buffer. */
+static void lay_out_params(model_t *m)
+{
+    size_t at = 0;
+    for (size_t i = m->num_params; i-- > 0;) {
+        m->params[i].offset = at;
+        at += m->params[i].count;
+    }
+}
+
 static int plan_layers(model_t *m, const layer_spec_t *spec, int n,
                        size_t *act_count, size_t *argmax_count,
                        size_t *scratch_count)
@@ -243,6 +256,7 @@ int model_init_shape(model_t *m, const char *kind, int channels, int height,
     status = plan_layers(m, spec, n, &act_count, &argmax_count,
                          &scratch_count);
     if (status != MODEL_OK) goto err_free_model;
+    lay_out_params(m);
     status = MODEL_ERR_NOMEM;
     m->num_classes = (int)m->layers[n - 1].out_count;
     /* Large inputs times batch_max could overflow the byte counts. */

@@ -6,8 +6,9 @@
  * Memory: all parameters live in one allocation (param_slab) and all
  * gradients in another (grad_slab) with the same layout, tensor i at
  * params[i].offset, so a range of tensors is one contiguous range of floats
- * that can be reduced or broadcast at once. The SGD momentum buffer is one
- * allocation of the same length.
+ * that can be reduced or broadcast at once. Tensors lie in reverse order
+ * (the last layer's bias at offset 0), the order backward finishes them.
+ * The SGD momentum buffer is one allocation of the same length.
  *
  * Left out here: the CUDA backend (a later issue) and data loading
  * (examples/). Statuses use the same numbers as ring/ and hvd/.

@@ -11,7 +11,8 @@
  * reused with new counts; NULL names (matched by order); broadcast from
  * every root; allgather; barrier (nobody leaves before all arrived); the
  * same names submitted in a different order on each rank; 500 requests in
- * flight at once. Every result is compared bitwise with MPI's collective on
+ * flight at once; a fused group that tiles one allocation on some ranks
+ * and not on others. Every result is compared bitwise with MPI's collective on
  * a copy (the oracle), so runs with fusion on and off agree with each other;
  * rank 0 also prints a checksum of all results to compare runs by eye.
  *
@@ -397,6 +398,49 @@ static void test_large(void)
     run_batch(q, 1, BLOCKING, 0, 0);
 }
 
+/* A group of in-place allreduces that tile one allocation, in the order
+ * they are made, on even ranks (they are reduced where they lie, as a
+ * model's gradients are) and lie apart on odd ones (packed): both give
+ * every rank the same sums. Several rounds: the first plan comes from the
+ * coordinator, the later ones from the response cache. */
+static void test_tiled(void)
+{
+    enum { K = 6, ROUNDS = 3 };
+    const size_t counts[K] = {10, 2500, 1, 40000, 333, 7};
+    size_t total = 0;
+    for (int k = 0; k < K; k++) total += counts[k];
+    float *block = malloc(total * sizeof *block), *t[K];
+    size_t at = 0;
+    for (int k = 0; k < K; k++) {
+        t[k] = rank % 2 ? malloc(counts[k] * sizeof *t[k]) : block + at;
+        at += counts[k];
+    }
+    for (int round = 0; round < ROUNDS; round++) {
+        hvd_handle_t h[K];
+        for (int k = 0; k < K; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "tiled.%d", k);
+            for (size_t j = 0; j < counts[k]; j++)
+                t[k][j] = (float)((rank + 1) * (k + 1 + round) + (int)(j % 7));
+            TEST_EQ(hvd_allreduce_async(t[k], t[k], counts[k], HVD_FLOAT32,
+                                        HVD_SUM, name, &h[k]), HVD_OK);
+        }
+        for (int k = 0; k < K; k++) TEST_EQ(hvd_wait(h[k]), HVD_OK);
+        /* sum over ranks r of (r + 1) (k + 1 + round) + j % 7 */
+        for (int k = 0; k < K; k++) {
+            size_t bad = 0;
+            for (size_t j = 0; j < counts[k]; j++) {
+                float want = (float)(size * (size + 1) / 2 * (k + 1 + round) +
+                                     size * (int)(j % 7));
+                bad += t[k][j] != want;
+            }
+            if (bad) TEST_FAIL("tiled.%d round %d: %zu wrong", k, round, bad);
+        }
+    }
+    for (int k = 0; k < K && rank % 2; k++) free(t[k]);
+    free(block);
+}
+
 static double now(void)
 {
     struct timespec t;
@@ -516,6 +560,7 @@ int main(int argc, char **argv)
     test_order();
     test_many();
     test_large();
+    test_tiled();
     test_barrier();
 
     int failed = test_failures, any;
