@@ -36,6 +36,21 @@ static int hvd__check_up(const char *func)
     return HVD_ERR_STATE;
 }
 
+/* Every rank's hvd_init fails when one rank's does (rank 0 alone opens the
+ * timeline, say): the others would otherwise wait in their first
+ * collective for a rank that is not coming. The worst status wins. */
+static int hvd__agree(int status)
+{
+    int worst = status;
+    if (MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MIN,
+                      hvd__engine.comm) != MPI_SUCCESS)
+        return HVD_ERR_MPI;
+    if (status == HVD_OK && worst != HVD_OK)
+        hvd__log(HVD__LOG_ERROR, "hvd_init failed on another rank (%s); "
+                 "see its message", hvd_strerror(worst));
+    return worst;
+}
+
 int hvd_init(int *argc, char ***argv)
 {
     int status, up = 0, provided;
@@ -94,9 +109,16 @@ int hvd_init(int *argc, char ***argv)
         status = hvd__topology_log(place);
     }
     if (status == HVD_OK) status = hvd__execute_init(hvd__topo.nnodes);
+    if (status == HVD_OK && hvd__engine.rank == 0 &&
+        hvd__engine.config.timeline[0])
+        status = hvd__timeline_open(hvd__engine.config.timeline);
+    status = hvd__agree(status);
     if (status == HVD_OK) status = hvd__engine_start();
     if (status != HVD_OK) {
+        hvd__timeline_close();
+        hvd__execute_free();
         hvd__topology_free();
+        MPI_Comm_free(&hvd__engine.comm);
         return status;
     }
     memset(hvd__unnamed_seq, 0, sizeof hvd__unnamed_seq);

@@ -504,9 +504,6 @@ int hvd__engine_start(void)
     hvd__engine.stalled = 0;
     hvd__index_free(&hvd__cache.by_name);
     memset(&hvd__cache, 0, sizeof hvd__cache);
-    if (hvd__engine.rank == 0 && hvd__engine.config.timeline[0] &&
-        hvd__timeline_open(hvd__engine.config.timeline) != HVD_OK)
-        return HVD_ERR_ARG;
     if (pthread_create(&hvd__thread, NULL, hvd__engine_main, NULL) != 0)
         return HVD_ERR_NOMEM;
     return HVD_OK;

@@ -1,11 +1,14 @@
 /* test/test_hvd_init.c: hvd inside a program that started MPI itself
  * (test/hvd_init_np*.mpi). hvd_init(NULL, NULL) uses the running MPI, a
- * second hvd_init fails with HVD_ERR_STATE, and hvd_shutdown finishes the
- * requests still in flight and leaves MPI up for the program to finalise
- * (test_hvd covers the case where hvd_init starts MPI and hvd_shutdown
+ * second hvd_init fails with HVD_ERR_STATE, one that fails on rank 0 only
+ * (an unwritable HVD_TIMELINE) fails on every rank and can be retried, and
+ * hvd_shutdown finishes the requests still in flight and leaves MPI up for
+ * the program to finalise (test_hvd covers the case where hvd_init starts MPI and hvd_shutdown
  * ends it).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdint.h>
+#include <stdlib.h>
 #include <mpi.h>
 #include "hvd/hvd.h"
 #include "test/test.h"
@@ -20,6 +23,13 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     test_rank = rank;
     TEST_EQ(hvd_rank(), HVD_ERR_STATE);
+
+    /* A timeline rank 0 cannot write fails every rank's hvd_init, which
+     * leaves hvd as it was: a later hvd_init works. */
+    setenv("HVD_TIMELINE", "/nonexistent-hvd-test-dir/timeline.json", 1);
+    TEST_EQ(hvd_init(NULL, NULL), HVD_ERR_ARG);
+    TEST_EQ(hvd_rank(), HVD_ERR_STATE);
+    unsetenv("HVD_TIMELINE");
 
     TEST_EQ(hvd_init(NULL, NULL), HVD_OK);
     TEST_EQ(hvd_init(&argc, &argv), HVD_ERR_STATE);
