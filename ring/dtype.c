@@ -59,16 +59,51 @@ int ring_algo_parse(const char *name, ring_algo_t *algo)
 uint16_t ring_f32_to_f16(float value) { return ring__f32_to_f16(value); }
 float ring_f16_to_f32(uint16_t bits) { return ring__f16_to_f32(bits); }
 
-/* Whole arrays in loops the compiler vectorises (the conversions are
- * branch-free): a call per element ran at ~3 ns each. */
+/* Whole arrays: with F16C where the CPU has it, 8 at a time (the DistributedOptimizer's
+ * fp16 compression converts every gradient twice a step), and the rest in
+ * loops the compiler vectorises (the portable conversions are
+ * branch-free). test_reduce checks both against the scalar conversions,
+ * bit for bit, on every half. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx,f16c"))) static size_t
+ring__f32_to_f16_f16c(uint16_t *out, const float *in, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(out + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(in + i),
+                                         _MM_FROUND_TO_NEAREST_INT));
+    return i;
+}
+
+__attribute__((target("avx,f16c"))) static size_t
+ring__f16_to_f32_f16c(float *out, const uint16_t *in, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                      (const __m128i *)(in + i))));
+    return i;
+}
+#endif
+
 void ring_f32_to_f16_array(uint16_t *out, const float *in, size_t n)
 {
-    for (size_t i = 0; i < n; i++) out[i] = ring__f32_to_f16(in[i]);
+    size_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (ring__have_f16c()) i = ring__f32_to_f16_f16c(out, in, n);
+#endif
+    for (; i < n; i++) out[i] = ring__f32_to_f16(in[i]);
 }
 
 void ring_f16_to_f32_array(float *out, const uint16_t *in, size_t n)
 {
-    for (size_t i = 0; i < n; i++) out[i] = ring__f16_to_f32(in[i]);
+    size_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (ring__have_f16c()) i = ring__f16_to_f32_f16c(out, in, n);
+#endif
+    for (; i < n; i++) out[i] = ring__f16_to_f32(in[i]);
 }
 uint16_t ring_f32_to_bf16(float value) { return ring__f32_to_bf16(value); }
 float ring_bf16_to_f32(uint16_t bits) { return ring__bf16_to_f32(bits); }

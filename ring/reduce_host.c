@@ -95,7 +95,7 @@ ring__reduce_f16_f16c(uint16_t *d, const uint16_t *a, const uint16_t *b,
     return i;
 }
 
-static int ring__have_f16c(void)
+int ring__have_f16c(void)
 {
     return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
 }

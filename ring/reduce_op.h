@@ -56,13 +56,15 @@ RING_HD float ring__f16_to_f32(uint16_t h)
 {
     /* Normals rebias the exponent by +112; subnormals (m * 2^-24) go through
      * an exact integer-to-float conversion, so no float denormal (slow on
-     * x86) is ever touched; inf/NaN keep their mantissa. Selects, not
+     * x86) is ever touched; inf/NaN keep their mantissa, and a NaN comes
+     * out quiet, as IEEE 754 conversions (and F16C's) make it. Selects, not
      * branches, so loops vectorise. */
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t em = h & 0x7fffu;
     uint32_t normal = (em << 13) + 0x38000000u;
     uint32_t tiny = ring__f32_bits((float)em * 0x1p-24f);
-    uint32_t special = 0x7f800000u | (em & 0x3ffu) << 13;
+    uint32_t quiet = em > 0x7c00u ? 0x00400000u : 0u;
+    uint32_t special = 0x7f800000u | quiet | (em & 0x3ffu) << 13;
     uint32_t bits = em >= 0x7c00u ? special : em < 0x400u ? tiny : normal;
     return ring__bits_f32(sign | bits);
 }

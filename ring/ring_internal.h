@@ -84,6 +84,9 @@ ring__allreduce_fn ring__allreduce_rdb, ring__allreduce_rhd; /* recursive.c */
 /* dst[i] = a[i] (op) b[i] for i < count; dst may alias a or b. With
  * divisor > 1 (AVERAGE's last step) the result is divided by it before it is
  * rounded to dtype. op must be valid for dtype (checked by the caller). */
+/* Whether the CPU has AVX and F16C (x86 only; 0 elsewhere is not
+ * declared: callers test __x86_64__ first). */
+int ring__have_f16c(void);
 void ring__reduce_host(void *dst, const void *a, const void *b, size_t count,
                        ring_dtype_t dtype, ring_op_t op, int divisor);
 
