@@ -52,13 +52,13 @@ void hvd__config_print(void);
 
 /* ---- placement (bind.c) ---- */
 enum { HVD__PLACE_MAX = 384 }; /* bytes of one rank's place, NUL included */
+/* Whether the PUs this process may run on (before hvd__bind narrows them)
+ * number at least local_size. */
+int hvd__enough_cores(int local_size);
 /* Binds this process to its local rank's share of the node (HVD_BIND),
  * first making its GPU current in a CUDA build, and describes the result
  * in place (nbytes): "device cpu, core 1 of 2 (PUs 1)". A failed binding
  * is only a warning. */
-/* Whether the PUs this process may run on (before hvd__bind narrows them)
- * number at least local_size. */
-int hvd__enough_cores(int local_size);
 void hvd__bind(hvd__bind_t mode, int local_rank, int local_size, char *place,
                size_t nbytes);
 

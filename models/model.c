@@ -99,11 +99,6 @@ static long add_param(model_t *m, const char *prefix, const char *suffix,
     return (long)m->num_params++;
 }
 
-/* Fills in the layers' shapes and parameter records from the spec and the
- * input shape in m (no buffers yet): the activation floats per sample
- * (flatten shares its input's), and the int32 argmax and scratch counts.
- * Returns MODEL_ERR_ARG when a convolution's or pooling's window does not
- * fit in its (padded) input: the input is too small for the model. */
 /* Tensors lie in the slabs in the order backward finishes their gradients:
  * last parameter first. The allreduces the DistributedOptimizer starts in
  * that order then tile one range of grad_slab, which the engine reduces in
@@ -117,6 +112,11 @@ static void lay_out_params(model_t *m)
     }
 }
 
+/* Fills in the layers' shapes and parameter records from the spec and the
+ * input shape in m (no buffers yet): the activation floats per sample
+ * (flatten shares its input's), and the int32 argmax and scratch counts.
+ * Returns MODEL_ERR_ARG when a convolution's or pooling's window does not
+ * fit in its (padded) input: the input is too small for the model. */
 static int plan_layers(model_t *m, const layer_spec_t *spec, int n,
                        size_t *act_count, size_t *argmax_count,
                        size_t *scratch_count)

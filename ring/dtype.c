@@ -59,11 +59,11 @@ int ring_algo_parse(const char *name, ring_algo_t *algo)
 uint16_t ring_f32_to_f16(float value) { return ring__f32_to_f16(value); }
 float ring_f16_to_f32(uint16_t bits) { return ring__f16_to_f32(bits); }
 
-/* Whole arrays: with F16C where the CPU has it, 8 at a time (the DistributedOptimizer's
- * fp16 compression converts every gradient twice a step), and the rest in
- * loops the compiler vectorises (the portable conversions are
- * branch-free). test_reduce checks both against the scalar conversions,
- * bit for bit, on every half. */
+/* Whole arrays: with F16C where the CPU has it, 8 at a time (the
+ * DistributedOptimizer's fp16 compression converts every gradient twice a
+ * step), and the rest in loops the compiler vectorises (the portable
+ * conversions are branch-free). test_reduce checks both against the
+ * scalar conversions, bit for bit, on every half. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 __attribute__((target("avx,f16c"))) static size_t
