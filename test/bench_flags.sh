@@ -31,13 +31,19 @@ expect_refused() {
     fi
 }
 
-# with NAME=VALUE COMMAND ARGS...: COMMAND with NAME exported as VALUE.
+# with NAME=VALUE COMMAND ARGS...: COMMAND with NAME exported as VALUE;
+# NAME is then as it was before.
 with() {
     with_name=${1%%=*}
+    eval "with_old=\${$with_name-} with_set=\${$with_name+set}"
     export "$1"
     shift
     "$@"
-    unset "$with_name"
+    if test "$with_set" = set; then
+        export "$with_name=$with_old"
+    else
+        unset "$with_name"
+    fi
 }
 
 # ---- bench/allreduce_perf, bench/fusion_perf (bench/common.c), soak ----
@@ -93,6 +99,22 @@ done
 expect_refused "usage: soak [--seconds S (0 < S <= 86400)] [--seed X]  \
 (bad: \"0\")" bench/soak --seconds 0
 
+# -e beyond memory: 3 buffers of 2 GiB under a 3 GB limit of address space
+# (ulimit -v); MPI_Abort, exit 1.
+echo "1 $ar -b 2G -e 2G -n 1 -w 0" > "$dir/spec"
+(ulimit -v 3000000 && sh "${srcdir:-.}/test/mpirun.sh" "$dir/spec") \
+    > "$dir/out" 2>&1
+status=$?
+case $status in 77 | 99) cat "$dir/out" >&2; exit $status ;; esac
+want="rank 0: cannot allocate 6442450944 bytes for 3 buffers of \
+-e/--maxbytes each (lower it)"
+if test $status -ne 1 || ! grep -q -F -- "$want" "$dir/out"; then
+    cat "$dir/out" >&2
+    echo "FAIL: allreduce_perf -e 2G under ulimit -v: exited $status, want" \
+        "1 and \"$want\"" >&2
+    rc=1
+fi
+
 # ---- examples/synthetic_benchmark, bench/model_perf ----
 sb="synthetic_benchmark:" mp="model_perf:"
 expect_refused "$sb --batch-size: 0 is out of range 1..65536" \
@@ -143,14 +165,15 @@ expect_refused "$tf --max-steps: 0 is out of range 1..4611686018427387903" \
 expect_refused "$tc --train-limit: 0 is out of range 1..4611686018427387903" \
     examples/train_cifar10 --train-limit 0
 
-# ---- shell scripts, run directly: flags are checked before anything is
-# installed or run ----
+# ---- shell scripts, run directly by the shell of their #! line: flags
+# are checked before anything is installed or run ----
 # expect_script STATUS MESSAGE SCRIPT ARGS...: exits STATUS, and the output
 # holds MESSAGE (a fixed string).
 expect_script() {
     want=$1 message=$2
     shift 2
-    sh "$@" > "$dir/out" 2>&1
+    shell=$(sed -n '1s|^#! *\(/usr/bin/env  *\)\{0,1\}||p' "$1")
+    ${shell:-sh} "$@" > "$dir/out" 2>&1
     status=$?
     if test $status -ne "$want" || ! grep -q -F -- "$message" "$dir/out"
     then
@@ -192,6 +215,38 @@ with MODELS=resnet expect_script 2 \
 expect_script 2 "usage: $bench/plot.sh IN.txt OUT.png" "$bench/plot.sh" x
 expect_script 2 "usage: $bench/plot_training.sh LOG [LOG...] OUT.png" \
     "$bench/plot_training.sh" x
+expect_script 2 "plot_training.sh: the last argument, \"x.txt\", should be \
+the .png to write" "$bench/plot_training.sh" x x.txt
+# The plots need gnuplot (scripts/install-deps installs it), checked before
+# their input.
+echo "no epochs here" > "$dir/log.txt"
 expect_script 1 "$dir/missing.txt" "$bench/plot_training.sh" \
     "$dir/missing.txt" "$dir/out.png"
+expect_script 1 "plot_training.sh: $dir/log.txt has no \"epoch E/N  \
+train_loss ...  test_loss ...  test_acc ...\" lines" \
+    "$bench/plot_training.sh" "$dir/log.txt" "$dir/out.png"
+expect_script 1 "plot.sh: cannot read $dir/missing.txt" "$bench/plot.sh" \
+    "$dir/missing.txt" "$dir/out.png"
+expect_script 1 "plot.sh: $dir/log.txt is not allreduce_perf --compare \
+output" "$bench/plot.sh" "$dir/log.txt" "$dir/out.png"
+expect_script 1 "plot.sh: $bench/results/np2_run1.txt comes from an \
+allreduce_perf without shm in --compare; its columns differ (rerun it)" \
+    "$bench/plot.sh" "$bench/results/np2_run1.txt" "$dir/out.png"
+
+# The test scripts' own inputs.
+echo 2 > "$dir/bad.spec"
+expect_script 99 "$dir/bad.spec: want 'NP PROGRAM [ARGS...]'" \
+    "${srcdir:-.}/test/mpirun.sh" "$dir/bad.spec"
+echo "1 test/not_built" > "$dir/spec"
+expect_script 99 "/test/not_built: not built" \
+    "${srcdir:-.}/test/mpirun.sh" "$dir/spec"
+echo "1 test/ckpt_tool" > "$dir/spec"
+with MPIRUN=false expect_script 99 "ERROR: 'false  -np 1 true' fails: MPI \
+cannot start" "${srcdir:-.}/test/mpirun.sh" "$dir/spec"
+expect_script 99 "testbed: setup: NHOSTS is 2 to 99, not '1'" \
+    "${srcdir:-.}/test/netns/testbed.sh" setup 1
+expect_script 2 "test/netns/testbed.sh: several fake hosts on this one \
+machine" "${srcdir:-.}/test/netns/testbed.sh" bogus
+expect_script 2 "usage: ${srcdir:-.}/test/slurm/start-local-slurm.sh \
+start|stop|status (state in" "${srcdir:-.}/test/slurm/start-local-slurm.sh"
 script_finish bench_flags
