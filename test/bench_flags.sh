@@ -247,6 +247,8 @@ expect_script 99 "testbed: setup: NHOSTS is 2 to 99, not '1'" \
     "${srcdir:-.}/test/netns/testbed.sh" setup 1
 expect_script 2 "test/netns/testbed.sh: several fake hosts on this one \
 machine" "${srcdir:-.}/test/netns/testbed.sh" bogus
+expect_script 99 "testbed: agent: 10.9.9.9 is not a test bed host" \
+    "${srcdir:-.}/test/netns/testbed.sh" agent 10.9.9.9 true
 expect_script 2 "usage: ${srcdir:-.}/test/slurm/start-local-slurm.sh \
 start|stop|status (state in" "${srcdir:-.}/test/slurm/start-local-slurm.sh"
 script_finish bench_flags

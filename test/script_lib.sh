@@ -2,7 +2,8 @@
 # by them, not run: a scratch folder removed on exit, one launch of a test
 # program through test/mpirun.sh with its exit status sorted, one that
 # must fail with a given status and message, the resume check of the
-# training programs, and the verdict at the end.
+# training programs, a tiny data set in Fashion-MNIST's format, and the
+# verdict at the end.
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # Left out: what each script checks in the program's output.
 # shellcheck shell=sh
