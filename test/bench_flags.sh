@@ -34,8 +34,9 @@ expect_refused() {
 # with NAME=VALUE COMMAND ARGS...: COMMAND with NAME exported as VALUE;
 # NAME is then as it was before.
 with() {
-    with_name=${1%%=*}
+    with_name=${1%%=*} with_old='' with_set=''
     eval "with_old=\${$with_name-} with_set=\${$with_name+set}"
+    # shellcheck disable=SC2163 # "$1" is NAME=VALUE
     export "$1"
     shift
     "$@"
@@ -100,19 +101,26 @@ expect_refused "usage: soak [--seconds S (0 < S <= 86400)] [--seed X]  \
 (bad: \"0\")" bench/soak --seconds 0
 
 # -e beyond memory: 3 buffers of 2 GiB under a 3 GB limit of address space
-# (ulimit -v); MPI_Abort, exit 1.
-echo "1 $ar -b 2G -e 2G -n 1 -w 0" > "$dir/spec"
-(ulimit -v 3000000 && sh "${srcdir:-.}/test/mpirun.sh" "$dir/spec") \
-    > "$dir/out" 2>&1
-status=$?
-case $status in 77 | 99) cat "$dir/out" >&2; exit $status ;; esac
-want="rank 0: cannot allocate 6442450944 bytes for 3 buffers of \
+# (ulimit -v, which dash and bash have); MPI_Abort, exit 1.
+# shellcheck disable=SC3045
+if (ulimit -v 3000000) 2> /dev/null; then
+    echo "1 $ar -b 2G -e 2G -n 1 -w 0" > "$dir/spec"
+    # shellcheck disable=SC3045
+    (ulimit -v 3000000 && sh "${srcdir:-.}/test/mpirun.sh" "$dir/spec") \
+        > "$dir/out" 2>&1
+    status=$?
+    case $status in 77 | 99) cat "$dir/out" >&2; exit $status ;; esac
+    want="rank 0: cannot allocate 6442450944 bytes for 3 buffers of \
 -e/--maxbytes each (lower it)"
-if test $status -ne 1 || ! grep -q -F -- "$want" "$dir/out"; then
-    cat "$dir/out" >&2
-    echo "FAIL: allreduce_perf -e 2G under ulimit -v: exited $status, want" \
-        "1 and \"$want\"" >&2
-    rc=1
+    if test $status -ne 1 || ! grep -q -F -- "$want" "$dir/out"; then
+        cat "$dir/out" >&2
+        echo "FAIL: allreduce_perf -e 2G under ulimit -v: exited $status," \
+            "want 1 and \"$want\"" >&2
+        rc=1
+    fi
+else
+    echo "note: this shell has no ulimit -v; allreduce_perf out of memory" \
+        "is not tried"
 fi
 
 # ---- examples/synthetic_benchmark, bench/model_perf ----

@@ -62,8 +62,8 @@ static inline const char *test_capture_end(void)
         const char *test_says_ = test_capture_end();                           \
         const char *test_says_want_ = (text);                                  \
         TEST_EQ(test_says_got_, status);                                       \
-        if (!test_says_want_ && test_says_[0] != '\0')                       \
-            TEST_FAIL("%s wrote \"%s\", want nothing", #call, test_says_);   \
+        if (!test_says_want_ && test_says_[0] != '\0')                         \
+            TEST_FAIL("%s wrote \"%s\", want nothing", #call, test_says_);     \
         if (test_says_want_ && !strstr(test_says_, test_says_want_))           \
             TEST_FAIL("%s wrote \"%s\", want \"%s\"", #call, test_says_,       \
                       test_says_want_);                                        \

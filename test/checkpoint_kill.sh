@@ -150,7 +150,7 @@ while read -r n call; do
     esac
     i=1
     while test $i -le "$n"; do
-        failing "$call" $i $errno "checkpoint $ck: $op of $ck.tmp failed: "
+        failing "$call" $i "$errno" "checkpoint $ck: $op of $ck.tmp failed: "
         failed=$((failed + 1))
         i=$((i + 1))
     done

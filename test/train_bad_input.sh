@@ -30,6 +30,7 @@ size=$(wc -c < "$dir/good.ckpt")
 # escapes) at OFFSET.
 put() {
     cp "$dir/good.ckpt" "$1"
+    # shellcheck disable=SC2059 # OCTAL is the format
     printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc 2> /dev/null
 }
 # refused NAME PATTERN: --resume from $dir/NAME exits 1 on every rank, and
