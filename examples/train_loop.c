@@ -395,7 +395,12 @@ static int run(loop_t *L, int64_t start_epoch)
 {
     const train_loop_options_t *o = &L->opt;
     L->spe = data_shard_batch_count(&L->shard);
-    long long first_step = start_epoch * (long long)L->spe;
+    /* A checkpoint may hold any epoch >= 0 (its CRC says only that it is
+     * whole): steps are counted up to --epochs at most, so that epoch x
+     * steps cannot overflow. */
+    long long first_step =
+        (start_epoch < o->epochs ? start_epoch : o->epochs) *
+        (long long)L->spe;
     L->end_step = o->epochs * (long long)L->spe;
     if (o->max_steps > 0 && o->max_steps < L->end_step)
         L->end_step = o->max_steps;

@@ -172,16 +172,18 @@ int train_loop_parse_flags(const train_loop_config_t *cfg, int argc,
         const char *arg = argv[i];
         char flag[64];
         const char *val = trainer_split_flag(arg, flag, sizeof flag);
-        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
-            o->help = 1;
-            continue;
-        }
-        if (!strcmp(flag, "--resume") || !strcmp(flag, "--fp16-allreduce")) {
+        int *on_off_flag = !strcmp(flag, "--help") || !strcmp(flag, "-h")
+                               ? &o->help
+                           : !strcmp(flag, "--resume") ? &o->resume
+                           : !strcmp(flag, "--fp16-allreduce")
+                               ? &o->fp16_allreduce
+                               : NULL;
+        if (on_off_flag) {
             if (val) {
                 snprintf(err, n, "%s takes no value", flag);
                 return -1;
             }
-            *(flag[2] == 'r' ? &o->resume : &o->fp16_allreduce) = 1;
+            *on_off_flag = 1;
             continue;
         }
         size_t k, nk = sizeof with_value / sizeof with_value[0];

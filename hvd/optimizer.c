@@ -71,6 +71,13 @@ int hvd_dist_opt_create(hvd_dist_opt_t **optp, hvd_optimizer_t inner,
         goto nomem;
     for (size_t i = 0; i < ntensors; i++) {
         if (!names[i] || (counts[i] && !grads[i])) {
+            if (!names[i])
+                fprintf(stderr, "hvd: hvd_dist_opt_create: names[%zu] is "
+                                "NULL\n", i);
+            else
+                fprintf(stderr, "hvd: hvd_dist_opt_create: grads[%zu] is "
+                                "NULL, with counts[%zu] = %zu\n", i, i,
+                        counts[i]);
             hvd_dist_opt_free(optp);
             return HVD_ERR_ARG;
         }
@@ -109,7 +116,14 @@ static int hvd__dist_opt_start(hvd_dist_opt_t *opt, size_t i)
 
 int hvd_dist_opt_grad_ready(hvd_dist_opt_t *opt, size_t i)
 {
-    if (!opt || i >= opt->ntensors) return HVD_ERR_ARG;
+    if (!opt || i >= opt->ntensors) {
+        if (!opt)
+            fprintf(stderr, "hvd: hvd_dist_opt_grad_ready: opt is NULL\n");
+        else
+            fprintf(stderr, "hvd: hvd_dist_opt_grad_ready: tensor %zu, but "
+                            "the optimizer has %zu\n", i, opt->ntensors);
+        return HVD_ERR_ARG;
+    }
     if (opt->pass + 1 < opt->options.backward_passes_per_step) return HVD_OK;
     if (opt->handles[i]) {
         fprintf(stderr, "hvd: gradient '%s' was made ready twice in one "
@@ -122,7 +136,10 @@ int hvd_dist_opt_grad_ready(hvd_dist_opt_t *opt, size_t i)
 int hvd_dist_opt_step(hvd_dist_opt_t *opt)
 {
     int status = HVD_OK;
-    if (!opt) return HVD_ERR_ARG;
+    if (!opt) {
+        fprintf(stderr, "hvd: hvd_dist_opt_step: opt is NULL\n");
+        return HVD_ERR_ARG;
+    }
     if (++opt->pass < opt->options.backward_passes_per_step) return HVD_OK;
     opt->pass = 0;
     /* A gradient backward never reported still has to be reduced, or the

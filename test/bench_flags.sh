@@ -1,63 +1,262 @@
 #!/bin/sh
-# test/bench_flags.sh: the benchmarks (bench/ and the synthetic benchmark
-# of examples/) refuse bad flags with exit status 2
-# and a message naming the flag, at 1 rank through test/mpirun.sh; so do
-# bench/compare_torch.sh, and bench/plot_training.sh refuses a missing log.
+# test/bench_flags.sh: the programs' bad flags, one run each at 1 rank
+# through test/mpirun.sh: the benchmarks (bench/ and the synthetic
+# benchmark of examples/) and the training programs (train_fmnist,
+# train_cifar10: one parser) exit 2 with the message of test/README.md's
+# bad-input table; so do bench/compare_torch.sh and the plots' scripts,
+# run directly.
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # shellcheck source=test/script_lib.sh
 . "${srcdir:-.}/test/script_lib.sh"
 script_setup bench_flags
+# A rank that exits 2 makes Open MPI's mpirun wait 2 s before it ends the
+# others; every run here fails on purpose, before any MPI traffic.
+OMPI_MCA_odls_base_sigkill_timeout=0
+export OMPI_MCA_odls_base_sigkill_timeout
 
-# expect_refused FLAG PROGRAM ARGS...: exit 2, stderr or stdout names FLAG.
+# expect_refused MESSAGE PROGRAM ARGS...: exit 2, and stderr or stdout
+# holds MESSAGE (a fixed string). ARGS cannot hold spaces or be empty
+# (test/mpirun.sh's spec): "--data=" gives an empty value.
 expect_refused() {
-    flag=$1
+    want=$1
     shift
     echo "1 $*" > "$dir/spec"
     sh "${srcdir:-.}/test/mpirun.sh" "$dir/spec" > "$dir/out" 2>&1
     status=$?
     case $status in 77 | 99) exit $status ;; esac
-    if test $status -ne 2 || ! grep -q -- "$flag" "$dir/out"; then
+    if test $status -ne 2 || ! grep -q -F -- "$want" "$dir/out"; then
         cat "$dir/out" >&2
-        echo "FAIL: '$*' exited $status, want 2 and a message naming $flag" >&2
+        echo "FAIL: '$*' exited $status, want 2 and \"$want\"" >&2
         rc=1
     fi
 }
 
-expect_refused --minbytes bench/allreduce_perf -b 1.5M
-expect_refused --maxbytes bench/allreduce_perf -e 12Q
-expect_refused --stepfactor bench/allreduce_perf -f 1
-expect_refused --datatype bench/allreduce_perf -d complex
-expect_refused --op bench/allreduce_perf -o xor
-expect_refused --algo bench/allreduce_perf --algo fastest
-expect_refused --seconds bench/soak --seconds 0
-expect_refused --impl bench/allreduce_perf --impl fastest
-expect_refused --iters bench/fusion_perf -n 0
-expect_refused --fusion bench/fusion_perf --fusion maybe
-expect_refused --batch-size examples/synthetic_benchmark --batch-size 0
-expect_refused --model examples/synthetic_benchmark --model resnet
-expect_refused --steps bench/model_perf --steps 0
-expect_refused --model bench/model_perf --model resnet
-expect_refused --bogus bench/model_perf --bogus
-# The training comparison and the plot, shell scripts run directly: flags
-# are checked before anything is installed or run.
-# expect_script STATUS PATTERN SCRIPT ARGS...: exits STATUS, output matches.
-expect_script() {
-    want=$1 pattern=$2
-    shift 2
-    sh "$@" > "$dir/out" 2>&1
+# with NAME=VALUE COMMAND ARGS...: COMMAND with NAME exported as VALUE;
+# NAME is then as it was before.
+with() {
+    with_name=${1%%=*} with_old='' with_set=''
+    eval "with_old=\${$with_name-} with_set=\${$with_name+set}"
+    # shellcheck disable=SC2163 # "$1" is NAME=VALUE
+    export "$1"
+    shift
+    "$@"
+    if test "$with_set" = set; then
+        export "$with_name=$with_old"
+    else
+        unset "$with_name"
+    fi
+}
+
+# ---- bench/allreduce_perf, bench/fusion_perf (bench/common.c), soak ----
+ar=bench/allreduce_perf fu=bench/fusion_perf
+a="allreduce_perf: invalid value" f="fusion_perf: invalid value"
+expect_refused "$a '1.5M' for -b/--minbytes: expected bytes such as 8, \
+64K, 16M or 1G" $ar -b 1.5M
+expect_refused "$a '12Q' for -e/--maxbytes: expected bytes" $ar -e 12Q
+expect_refused "$a '1' for -f/--stepfactor: expected an integer >= 2" \
+    $ar -f 1
+expect_refused "$a 'complex' for -d/--datatype: expected float, double, \
+half, bfloat16, int32, int64 or uint8" $ar -d complex
+expect_refused "$a 'xor' for -o/--op: expected sum, avg, min, max or prod" \
+    $ar -o xor
+expect_refused "$a 'fastest' for --algo: expected auto, ring or rdb" \
+    $ar --algo fastest
+expect_refused "$a 'fastest' for --impl: expected ring, mpi, noreduce, shm, \
+hier or hiershm" $ar --impl fastest
+expect_refused "$a '0' for -n/--iters: expected an integer >= 1" $ar -n 0
+a=allreduce_perf:
+expect_refused "$a -b/--minbytes must be at least 1" $ar -b 0
+expect_refused "$a -e/--maxbytes is smaller than -b/--minbytes" \
+    $ar -b 64 -e 8
+expect_refused "$a --compare runs ring, mpi, noreduce and shm: drop --impl" \
+    $ar --compare --impl mpi
+expect_refused "$a -o avg needs a floating-point -d (float, double, half, \
+bfloat16)" $ar -o avg -d int32
+expect_refused "$f '0' for -n/--iters: expected an integer >= 1" $fu -n 0
+expect_refused "$f 'maybe' for --fusion: expected on or off" \
+    $fu --fusion maybe
+expect_refused "$f 'xor' for -o/--op: expected sum or avg" $fu -o xor
+expect_refused "$f 'big' for --workload: expected all, small or resnet50" \
+    $fu --workload big
+expect_refused "$f 'random' for --order: expected interleaved or separate" \
+    $fu --order random
+for prog in $ar $fu; do
+    p=${prog#bench/}
+    expect_refused "$p: invalid value '-1' for -w/--warmup_iters: expected \
+an integer >= 0" $prog -w -1
+    expect_refused "$p: invalid value '0' for -r/--rounds: expected an \
+integer >= 1" $prog -r 0
+    expect_refused "$p: invalid value '2' for -c/--check: expected 0 or 1" \
+        $prog -c 2
+    expect_refused "$p: unknown option '--bogus'" $prog --bogus
+    expect_refused "$p: missing value for '-n'" $prog -n
+    expect_refused "$p: unexpected argument 'x'" $prog x
+done
+for zero in 0 0K 00M; do
+    with HVD_FUSION_THRESHOLD=$zero expect_refused "fusion_perf: --fusion \
+on, but HVD_FUSION_THRESHOLD=$zero turns fusion off: unset it or pass \
+--fusion off" $fu
+done
+expect_refused "usage: soak [--seconds S (0 < S <= 86400)] [--seed X]  \
+(bad: \"0\")" bench/soak --seconds 0
+
+# -e beyond memory: 3 buffers of 2 GiB under a 3 GB limit of address space
+# (ulimit -v, which dash and bash have); MPI_Abort, exit 1.
+# shellcheck disable=SC3045
+if (ulimit -v 3000000) 2> /dev/null; then
+    echo "1 $ar -b 2G -e 2G -n 1 -w 0" > "$dir/spec"
+    # shellcheck disable=SC3045
+    (ulimit -v 3000000 && sh "${srcdir:-.}/test/mpirun.sh" "$dir/spec") \
+        > "$dir/out" 2>&1
     status=$?
-    if test $status -ne "$want" || ! grep -q -- "$pattern" "$dir/out"; then
+    case $status in 77 | 99) cat "$dir/out" >&2; exit $status ;; esac
+    want="rank 0: cannot allocate 6442450944 bytes for 3 buffers of \
+-e/--maxbytes each (lower it)"
+    if test $status -ne 1 || ! grep -q -F -- "$want" "$dir/out"; then
         cat "$dir/out" >&2
-        echo "FAIL: '$*' exited $status, want $want and \"$pattern\"" >&2
+        echo "FAIL: allreduce_perf -e 2G under ulimit -v: exited $status," \
+            "want 1 and \"$want\"" >&2
+        rc=1
+    fi
+else
+    echo "note: this shell has no ulimit -v; allreduce_perf out of memory" \
+        "is not tried"
+fi
+
+# ---- examples/synthetic_benchmark, bench/model_perf ----
+sb="synthetic_benchmark:" mp="model_perf:"
+expect_refused "$sb --batch-size: 0 is out of range 1..65536" \
+    examples/synthetic_benchmark --batch-size 0
+expect_refused "$sb --model: unknown model \"resnet\" (mlp or cnn)" \
+    examples/synthetic_benchmark --model resnet
+expect_refused "$sb unknown flag \"--bogus\"" \
+    examples/synthetic_benchmark --bogus
+expect_refused "$sb --num-iters: missing value" \
+    examples/synthetic_benchmark --num-iters
+expect_refused "$sb --seed: \"x\" is not an integer" \
+    examples/synthetic_benchmark --seed x
+expect_refused "$sb --num-iters: 0 is out of range 1..1000000" \
+    examples/synthetic_benchmark --num-iters 0
+expect_refused "$sb --fp16-allreduce takes no value" \
+    examples/synthetic_benchmark --fp16-allreduce=1
+expect_refused "$sb --help takes no value" examples/synthetic_benchmark --help=1
+expect_refused "$mp --steps: 0 is out of range 1..65536" \
+    bench/model_perf --steps 0
+expect_refused "$mp --model: unknown model \"resnet\" (mlp or cnn)" \
+    bench/model_perf --model resnet
+expect_refused "$mp unknown flag \"--bogus\"" bench/model_perf --bogus
+expect_refused "$mp --reps: missing value" bench/model_perf --reps
+expect_refused "$mp --reps: \"x\" is not an integer" bench/model_perf --reps x
+
+# ---- examples/train_fmnist, examples/train_cifar10 (one parser) ----
+tf="train_fmnist:" tc="train_cifar10:"
+expect_refused "$tf --lr: \"x\" is not a number" examples/train_fmnist --lr x
+expect_refused "$tf --lr: \"inf\" is not a number" \
+    examples/train_fmnist --lr inf
+expect_refused "$tc --lr: \"nan\" is not a number" \
+    examples/train_cifar10 --lr nan
+expect_refused "$tf --seed: \"-1\" is not an unsigned 64-bit integer" \
+    examples/train_fmnist --seed -1
+expect_refused "$tf --seed: \"x\" is not an unsigned 64-bit integer" \
+    examples/train_fmnist --seed x
+expect_refused "$tf --device: unknown device \"tpu\" (cpu or cuda)" \
+    examples/train_fmnist --device tpu
+expect_refused "$tc --progress: unknown mode \"x\" (auto, bar or lines)" \
+    examples/train_cifar10 --progress x
+expect_refused "$tf --data: empty directory" examples/train_fmnist --data=
+expect_refused "$tf --checkpoint: empty path" \
+    examples/train_fmnist --checkpoint=
+expect_refused "$tf --resume takes no value" examples/train_fmnist --resume=yes
+expect_refused "$tc --help takes no value" examples/train_cifar10 --help=1
+expect_refused "$tf --max-steps: 0 is out of range 1..4611686018427387903" \
+    examples/train_fmnist --max-steps 0
+expect_refused "$tc --train-limit: 0 is out of range 1..4611686018427387903" \
+    examples/train_cifar10 --train-limit 0
+
+# ---- shell scripts, run directly by the shell of their #! line: flags
+# are checked before anything is installed or run ----
+# expect_script STATUS MESSAGE SCRIPT ARGS...: exits STATUS, and the output
+# holds MESSAGE (a fixed string).
+expect_script() {
+    want=$1 message=$2
+    shift 2
+    shell=$(sed -n '1s|^#! *\(/usr/bin/env  *\)\{0,1\}||p' "$1")
+    ${shell:-sh} "$@" > "$dir/out" 2>&1
+    status=$?
+    if test $status -ne "$want" || ! grep -q -F -- "$message" "$dir/out"
+    then
+        cat "$dir/out" >&2
+        echo "FAIL: '$*' exited $status, want $want and \"$message\"" >&2
         rc=1
     fi
 }
 bench=${srcdir:-.}/bench
-expect_script 2 --reps "$bench/compare_torch.sh" --reps x
-expect_script 2 --batch-size "$bench/compare_torch.sh" --batch-size 0
-expect_script 2 --normalize "$bench/compare_torch.sh" --normalize maybe
-expect_script 2 --models "$bench/compare_torch.sh" --models resnet
-expect_script 2 --bogus "$bench/compare_torch.sh" --bogus
+ct="compare_torch:"
+expect_script 2 "$ct --reps: \"x\" is not an integer >= 1" \
+    "$bench/compare_torch.sh" --reps x
+expect_script 2 "$ct --batch-size: \"0\" is not an integer >= 1" \
+    "$bench/compare_torch.sh" --batch-size 0
+expect_script 2 "$ct --normalize: \"maybe\" (on or off)" \
+    "$bench/compare_torch.sh" --normalize maybe
+expect_script 2 "$ct --models: unknown model \"resnet\" (mlp, cnn)" \
+    "$bench/compare_torch.sh" --models resnet
+expect_script 2 "$ct unknown flag \"--bogus\" (try --help)" \
+    "$bench/compare_torch.sh" --bogus
+expect_script 2 "$ct --reps needs a value" "$bench/compare_torch.sh" --reps
+expect_script 2 "$ct --steps-mlp: \"x\" is not an integer >= 1" \
+    "$bench/compare_torch.sh" --steps x
+expect_script 2 "$ct --steps-cnn: \"0\" is not an integer >= 1" \
+    "$bench/compare_torch.sh" --steps-cnn 0
+expect_script 2 "$ct --timeout: \"x\" is not an integer >= 1" \
+    "$bench/compare_torch.sh" --timeout x
+expect_script 2 "$ct --epochs: \"x\" is not an integer >= 0" \
+    "$bench/compare_torch.sh" --epochs x
+expect_script 2 "$ct --ranks: \"0\" is not a rank count" \
+    "$bench/compare_torch.sh" --ranks 0
+expect_script 2 "$ct --models: empty" "$bench/compare_torch.sh" --models ""
+expect_script 2 "$ct --ranks: empty" "$bench/compare_torch.sh" --ranks ""
+with REPS=x expect_script 2 "$ct --reps: \"x\" is not an integer >= 1" \
+    "$bench/compare_torch.sh"
+with MODELS=resnet expect_script 2 \
+    "$ct --models: unknown model \"resnet\" (mlp, cnn)" \
+    "$bench/compare_torch.sh"
+expect_script 2 "usage: $bench/plot.sh IN.txt OUT.png" "$bench/plot.sh" x
+expect_script 2 "usage: $bench/plot_training.sh LOG [LOG...] OUT.png" \
+    "$bench/plot_training.sh" x
+expect_script 2 "plot_training.sh: the last argument, \"x.txt\", should be \
+the .png to write" "$bench/plot_training.sh" x x.txt
+# The plots need gnuplot (scripts/install-deps installs it), checked before
+# their input.
+echo "no epochs here" > "$dir/log.txt"
 expect_script 1 "$dir/missing.txt" "$bench/plot_training.sh" \
     "$dir/missing.txt" "$dir/out.png"
+expect_script 1 "plot_training.sh: $dir/log.txt has no \"epoch E/N  \
+train_loss ...  test_loss ...  test_acc ...\" lines" \
+    "$bench/plot_training.sh" "$dir/log.txt" "$dir/out.png"
+expect_script 1 "plot.sh: cannot read $dir/missing.txt" "$bench/plot.sh" \
+    "$dir/missing.txt" "$dir/out.png"
+expect_script 1 "plot.sh: $dir/log.txt is not allreduce_perf --compare \
+output" "$bench/plot.sh" "$dir/log.txt" "$dir/out.png"
+expect_script 1 "plot.sh: $bench/results/np2_run1.txt comes from an \
+allreduce_perf without shm in --compare; its columns differ (rerun it)" \
+    "$bench/plot.sh" "$bench/results/np2_run1.txt" "$dir/out.png"
+
+# The test scripts' own inputs.
+echo 2 > "$dir/bad.spec"
+expect_script 99 "$dir/bad.spec: want 'NP PROGRAM [ARGS...]'" \
+    "${srcdir:-.}/test/mpirun.sh" "$dir/bad.spec"
+echo "1 test/not_built" > "$dir/spec"
+expect_script 99 "/test/not_built: not built" \
+    "${srcdir:-.}/test/mpirun.sh" "$dir/spec"
+echo "1 test/ckpt_tool" > "$dir/spec"
+with MPIRUN=false expect_script 99 "ERROR: 'false  -np 1 true' fails: MPI \
+cannot start" "${srcdir:-.}/test/mpirun.sh" "$dir/spec"
+expect_script 99 "testbed: setup: NHOSTS is 2 to 99, not '1'" \
+    "${srcdir:-.}/test/netns/testbed.sh" setup 1
+expect_script 2 "test/netns/testbed.sh: several fake hosts on this one \
+machine" "${srcdir:-.}/test/netns/testbed.sh" bogus
+expect_script 99 "testbed: agent: 10.9.9.9 is not a test bed host" \
+    "${srcdir:-.}/test/netns/testbed.sh" agent 10.9.9.9 true
+expect_script 2 "usage: ${srcdir:-.}/test/slurm/start-local-slurm.sh \
+start|stop|status (state in" "${srcdir:-.}/test/slurm/start-local-slurm.sh"
 script_finish bench_flags

@@ -2,7 +2,8 @@
 # by them, not run: a scratch folder removed on exit, one launch of a test
 # program through test/mpirun.sh with its exit status sorted, one that
 # must fail with a given status and message, the resume check of the
-# training programs, and the verdict at the end.
+# training programs, a tiny data set in Fashion-MNIST's format, and the
+# verdict at the end.
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # Left out: what each script checks in the program's output.
 # shellcheck shell=sh
@@ -21,6 +22,36 @@ script_have_fmnist() {
     data=${TRAIN_DATA:-/usr/share/datasets/fashion-mnist}
     test -r "$data/train-images-idx3-ubyte.gz" ||
         test -r "$data/train-images-idx3-ubyte"
+}
+
+# script_tiny_fmnist DIR [COUNT [SIDE]]: a tiny data set in Fashion-MNIST's
+# IDX format (unzipped) in the new folder DIR: in each split, COUNT (4)
+# blank images of SIDE x SIDE (28) pixels, labels 0, 1, 2, ... (mod 10);
+# enough for train_fmnist to run, not to learn. COUNT and SIDE under 256.
+# Exits 99 when it cannot write them.
+script_tiny_fmnist() {
+    count=${2:-4} side=${3:-28}
+    n=$(printf '\\%03o' "$count") s=$(printf '\\%03o' "$side")
+    mkdir "$1" || exit 99
+    for split in train t10k; do
+        {
+            # shellcheck disable=SC2059 # the octal escapes are the format
+            printf "\\000\\000\\010\\003\\000\\000\\000$n\\000\\000\\000$s"
+            # shellcheck disable=SC2059
+            printf "\\000\\000\\000$s"
+            head -c $((count * side * side)) /dev/zero
+        } > "$1/$split-images-idx3-ubyte" || exit 99
+        {
+            # shellcheck disable=SC2059
+            printf "\\000\\000\\010\\001\\000\\000\\000$n"
+            i=0
+            while test $i -lt "$count"; do
+                # shellcheck disable=SC2059
+                printf "$(printf '\\%03o' $((i % 10)))"
+                i=$((i + 1))
+            done
+        } > "$1/$split-labels-idx1-ubyte" || exit 99
+    done
 }
 
 # script_launch WHAT NP PROGRAM [ARGS...]: runs PROGRAM (relative to the

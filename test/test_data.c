@@ -350,6 +350,10 @@ static void test_cifar(void)
     unlink(path);
     st = LOAD();
     EXPECT_ERR(st, DATA_ERR_IO, ds, err, "data_batch_4.bin", "No such file");
+    mkdir(path, 0700); /* a folder where the file should be */
+    st = LOAD();
+    EXPECT_ERR(st, DATA_ERR_IO, ds, err, "data_batch_4.bin",
+               "not a regular file");
 #undef LOAD
 }
 

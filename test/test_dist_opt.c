@@ -8,13 +8,18 @@
  *     fp16: gradients travel as float16 (looser tolerance);
  *     passes=K: backward_passes_per_step K, each rank's share of a batch
  *       split into K micro-batches.
- * Also: parameters broadcast from rank 0 replace every rank's own.
+ * Also: parameters broadcast from rank 0 replace every rank's own; bad
+ * arguments and misuse (a NULL name or gradient, a tensor out of range, a
+ * gradient made ready twice, a NULL optimizer) fail with hvd's message and
+ * status, and leave no optimizer or a working one.
  */
+#define _POSIX_C_SOURCE 200809L /* test/capture.h */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "hvd/hvd.h"
 #include "models/model.h"
+#include "test/capture.h"
 #include "test/test.h"
 
 enum { BATCH = 12, STEPS = 6, IN = 784 };
@@ -34,6 +39,63 @@ static int sgd_step(void *ctx)
 static int grad_hook(void *ctx, size_t idx)
 {
     return hvd_dist_opt_grad_ready(ctx, idx);
+}
+
+static int noop_step(void *ctx)
+{
+    (void)ctx;
+    return 0;
+}
+
+/* Misuse on a small optimizer of its own (2 tensors of 4, summed), so that
+ * the training below is untouched. */
+static void test_misuse(int size)
+{
+    float g[2][4] = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+    float *grads[2] = {g[0], g[1]}, *no_grad[2] = {g[0], NULL};
+    size_t counts[2] = {4, 4};
+    const char *names[2] = {"misuse.a", "misuse.b"};
+    const char *no_name[2] = {"misuse.a", NULL};
+    hvd_optimizer_t inner = {noop_step, NULL};
+    hvd_dist_opt_options_t sum = {1, 0, HVD_SUM};
+    hvd_dist_opt_t *opt = (hvd_dist_opt_t *)&opt; /* must become NULL */
+    const char *create = "hvd: hvd_dist_opt_create: ";
+    char want[128];
+    snprintf(want, sizeof want, "%snames[1] is NULL", create);
+    TEST_SAYS(hvd_dist_opt_create(&opt, inner, 2, no_name, grads, counts,
+                                  &sum),
+              HVD_ERR_ARG, want);
+    TEST_TRUE(opt == NULL);
+    snprintf(want, sizeof want, "%sgrads[1] is NULL, with counts[1] = 4",
+             create);
+    TEST_SAYS(hvd_dist_opt_create(&opt, inner, 2, names, no_grad, counts,
+                                  &sum),
+              HVD_ERR_ARG, want);
+    TEST_TRUE(opt == NULL);
+    TEST_SAYS(hvd_dist_opt_create(NULL, inner, 2, names, grads, counts, &sum),
+              HVD_ERR_ARG, "hvd: hvd_dist_opt_create: invalid argument");
+    TEST_SAYS(hvd_dist_opt_step(NULL), HVD_ERR_ARG,
+              "hvd: hvd_dist_opt_step: opt is NULL");
+    TEST_SAYS(hvd_dist_opt_grad_ready(NULL, 0), HVD_ERR_ARG,
+              "hvd: hvd_dist_opt_grad_ready: opt is NULL");
+
+    TEST_EQ(hvd_dist_opt_create(&opt, inner, 2, names, grads, counts, &sum),
+            HVD_OK);
+    TEST_SAYS(hvd_dist_opt_grad_ready(opt, 2), HVD_ERR_ARG,
+              "hvd: hvd_dist_opt_grad_ready: tensor 2, but the optimizer "
+              "has 2");
+    TEST_EQ(hvd_dist_opt_grad_ready(opt, 0), HVD_OK);
+    TEST_SAYS(hvd_dist_opt_grad_ready(opt, 0), HVD_ERR_STATE,
+              "hvd: gradient 'misuse.a' was made ready twice in one step");
+    /* The step still reduces both, once: the one in flight and the one
+     * never made ready. */
+    TEST_EQ(hvd_dist_opt_step(opt), HVD_OK);
+    for (int i = 0; i < 4; i++) {
+        TEST_EQ(g[0][i], (i + 1) * size);
+        TEST_EQ(g[1][i], (i + 5) * size);
+    }
+    hvd_dist_opt_free(&opt);
+    TEST_TRUE(opt == NULL);
 }
 
 /* Inputs and labels of global batch `step`, the same on every rank. */
@@ -107,15 +169,19 @@ int main(int argc, char **argv)
     hvd_optimizer_t inner = {sgd_step, &ctx};
     hvd_dist_opt_options_t no_passes = {0, 0, HVD_AVERAGE};
     hvd_dist_opt_options_t max_op = {1, 0, HVD_MAX};
-    TEST_EQ(hvd_dist_opt_create(&opt, inner, n, names, grads, counts,
-                                &no_passes),
-            HVD_ERR_ARG);
-    TEST_EQ(hvd_dist_opt_create(&opt, inner, n, names, grads, counts,
-                                &max_op),
-            HVD_ERR_ARG);
-    TEST_EQ(hvd_dist_opt_create(&opt, (hvd_optimizer_t){NULL, NULL}, n, names,
-                                grads, counts, NULL),
-            HVD_ERR_ARG);
+    const char *invalid = "hvd: hvd_dist_opt_create: invalid argument (NULL "
+                          "array or step, backward_passes_per_step < 1, or "
+                          "an op other than average or sum)";
+    TEST_SAYS(hvd_dist_opt_create(&opt, inner, n, names, grads, counts,
+                                  &no_passes),
+              HVD_ERR_ARG, invalid);
+    TEST_SAYS(hvd_dist_opt_create(&opt, inner, n, names, grads, counts,
+                                  &max_op),
+              HVD_ERR_ARG, invalid);
+    TEST_SAYS(hvd_dist_opt_create(&opt, (hvd_optimizer_t){NULL, NULL}, n,
+                                  names, grads, counts, NULL),
+              HVD_ERR_ARG, invalid);
+    test_misuse(size);
     TEST_EQ(hvd_dist_opt_create(&opt, inner, n, names, grads, counts, &o),
             HVD_OK);
 

@@ -6,14 +6,18 @@
  *   output buffer is touched, and requests fused beside it still succeed.
  * - A name already in flight on a rank: the second call fails at once with
  *   HVD_ERR_STATE and makes no handle; the first completes normally.
- * - Bad arguments fail with HVD_ERR_ARG before anything is sent.
+ * - Bad arguments fail with HVD_ERR_ARG before anything is sent, and say
+ *   which function and why (names of 200 bytes and names starting with
+ *   "__" included); a name of 199 bytes works.
  * - After each error, a good allreduce of the same name works.
  * - hvd_strerror knows every status.
  */
+#define _POSIX_C_SOURCE 200809L /* test/capture.h */
 #include <stdint.h>
 #include <string.h>
 #include <mpi.h>
 #include "hvd/hvd.h"
+#include "test/capture.h"
 #include "test/hvd_harness.h"
 #include "test/test.h"
 
@@ -189,43 +193,70 @@ static void test_bad_arguments(void)
 {
     float x[4] = {1, 2, 3, 4};
     hvd_handle_t h = NULL;
-    const struct {
-        int got;
-        const char *what;
-    } cases[] = {
-        {hvd_allreduce(NULL, x, 4, HVD_FLOAT32, HVD_SUM, "bad"), "NULL sendbuf"},
-        {hvd_allreduce(x, NULL, 4, HVD_FLOAT32, HVD_SUM, "bad"), "NULL recvbuf"},
-        {hvd_allreduce(x, x, 4, (hvd_dtype_t)99, HVD_SUM, "bad"), "dtype 99"},
-        {hvd_allreduce(x, x, 4, (hvd_dtype_t)-1, HVD_SUM, "bad"), "dtype -1"},
-        {hvd_allreduce(x, x, 4, HVD_FLOAT32, (hvd_op_t)99, "bad"), "op 99"},
-        {hvd_allreduce(x, x, 4, HVD_INT32, HVD_AVERAGE, "bad"), "avg int32"},
-        {hvd_allreduce(x, x, 4, HVD_INT64, HVD_AVERAGE, "bad"), "avg int64"},
-        {hvd_allreduce(x, x, 4, HVD_UINT8, HVD_AVERAGE, "bad"), "avg uint8"},
-        {hvd_allreduce_async(x, x, 4, HVD_FLOAT32, HVD_SUM, "bad", NULL),
-         "allreduce_async NULL handle"},
-        {hvd_allreduce_async(NULL, x, 4, HVD_FLOAT32, HVD_SUM, "bad", &h),
-         "allreduce_async NULL sendbuf"},
-        {hvd_broadcast(x, 4, HVD_FLOAT32, -1, "bad"), "broadcast root -1"},
-        {hvd_broadcast(x, 4, HVD_FLOAT32, size, "bad"), "broadcast root size"},
-        {hvd_broadcast(NULL, 4, HVD_FLOAT32, 0, "bad"), "broadcast NULL buf"},
-        {hvd_broadcast(x, 4, (hvd_dtype_t)99, 0, "bad"), "broadcast dtype 99"},
-        {hvd_broadcast_async(x, 4, HVD_FLOAT32, 0, "bad", NULL),
-         "broadcast_async NULL handle"},
-        {hvd_broadcast_async(x, 4, HVD_FLOAT32, size, "bad", &h),
-         "broadcast_async root size"},
-        {hvd_allgather(NULL, 1, x, HVD_FLOAT32, "bad"), "allgather NULL send"},
-        {hvd_allgather(x, 1, NULL, HVD_FLOAT32, "bad"), "allgather NULL recv"},
-        {hvd_allgather(x, 1, x, (hvd_dtype_t)99, "bad"), "allgather dtype 99"},
-        {hvd_wait(NULL), "wait NULL"},
-        {hvd_poll(NULL), "poll NULL"},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (cases[i].got != HVD_ERR_ARG)
-            TEST_FAIL("bad argument %s: returned %d (%s), not HVD_ERR_ARG",
-                      cases[i].what, cases[i].got, hvd_strerror(cases[i].got));
+    const int a = HVD_ERR_ARG;
+    char name[256]; /* 200 bytes: one past the longest name */
+    memset(name, 'n', 200);
+    name[200] = '\0';
+#define AR(why) "hvd: hvd_allreduce: " why "\n"
+#define BC(why) "hvd: hvd_broadcast: " why "\n"
+#define AG(why) "hvd: hvd_allgather: " why "\n"
+    TEST_SAYS(hvd_allreduce(NULL, x, 4, HVD_FLOAT32, HVD_SUM, "bad"), a,
+              AR("NULL buffer with count > 0"));
+    TEST_SAYS(hvd_allreduce(x, NULL, 4, HVD_FLOAT32, HVD_SUM, "bad"), a,
+              AR("NULL buffer with count > 0"));
+    TEST_SAYS(hvd_allreduce(x, x, 4, (hvd_dtype_t)99, HVD_SUM, "bad"), a,
+              AR("unknown dtype"));
+    TEST_SAYS(hvd_allreduce(x, x, 4, (hvd_dtype_t)-1, HVD_SUM, "bad"), a,
+              AR("unknown dtype"));
+    TEST_SAYS(hvd_allreduce(x, x, 4, HVD_FLOAT32, (hvd_op_t)99, "bad"), a,
+              AR("unknown op"));
+    TEST_SAYS(hvd_allreduce(x, x, 4, HVD_INT32, HVD_AVERAGE, "bad"), a,
+              AR("average is for floating dtypes (use sum)"));
+    TEST_SAYS(hvd_allreduce(x, x, 4, HVD_INT64, HVD_AVERAGE, "bad"), a,
+              AR("average is for floating dtypes (use sum)"));
+    TEST_SAYS(hvd_allreduce(x, x, 4, HVD_UINT8, HVD_AVERAGE, "bad"), a,
+              AR("average is for floating dtypes (use sum)"));
+    TEST_SAYS(hvd_allreduce_async(x, x, 4, HVD_FLOAT32, HVD_SUM, "bad", NULL),
+              a, AR("handle is NULL"));
+    TEST_SAYS(hvd_allreduce_async(NULL, x, 4, HVD_FLOAT32, HVD_SUM, "bad", &h),
+              a, AR("NULL buffer with count > 0"));
+    TEST_SAYS(hvd_allreduce(x, x, 4, HVD_FLOAT32, HVD_SUM, name), a,
+              AR("name longer than 199 bytes"));
+    TEST_SAYS(hvd_allreduce(x, x, 4, HVD_FLOAT32, HVD_SUM, "__mine"), a,
+              AR("names starting with \"__\" are hvd's own"));
+    TEST_SAYS(hvd_broadcast(x, 4, HVD_FLOAT32, -1, "bad"), a,
+              BC("root is not a rank"));
+    TEST_SAYS(hvd_broadcast(x, 4, HVD_FLOAT32, size, "bad"), a,
+              BC("root is not a rank"));
+    TEST_SAYS(hvd_broadcast(NULL, 4, HVD_FLOAT32, 0, "bad"), a,
+              BC("NULL buffer with count > 0"));
+    TEST_SAYS(hvd_broadcast(x, 4, (hvd_dtype_t)99, 0, "bad"), a,
+              BC("unknown dtype"));
+    TEST_SAYS(hvd_broadcast_async(x, 4, HVD_FLOAT32, 0, "bad", NULL), a,
+              BC("handle is NULL"));
+    TEST_SAYS(hvd_broadcast_async(x, 4, HVD_FLOAT32, size, "bad", &h), a,
+              BC("root is not a rank"));
+    TEST_SAYS(hvd_broadcast(x, 4, HVD_FLOAT32, 0, "__mine"), a,
+              BC("names starting with \"__\" are hvd's own"));
+    TEST_SAYS(hvd_allgather(NULL, 1, x, HVD_FLOAT32, "bad"), a,
+              AG("NULL buffer with count > 0"));
+    TEST_SAYS(hvd_allgather(x, 1, NULL, HVD_FLOAT32, "bad"), a,
+              AG("NULL buffer with count > 0"));
+    TEST_SAYS(hvd_allgather(x, 1, x, (hvd_dtype_t)99, "bad"), a,
+              AG("unknown dtype"));
+    TEST_SAYS(hvd_allgather(x, 1, x, HVD_FLOAT32, name), a,
+              AG("name longer than 199 bytes"));
+    TEST_SAYS(hvd_wait(NULL), a, NULL);
+    TEST_SAYS(hvd_poll(NULL), a, NULL);
+#undef AR
+#undef BC
+#undef AG
     TEST_TRUE(h == NULL);
     TEST_TRUE(x[0] == 1 && x[3] == 4);
     good_allreduce("bad", "bad arguments");
+    /* The longest name hvd takes: 199 bytes. */
+    name[199] = '\0';
+    good_allreduce(name, "a name of 199 bytes");
     /* Count 0 needs no buffers. */
     TEST_EQ(hvd_allreduce(NULL, NULL, 0, HVD_FLOAT32, HVD_SUM, "empty"), HVD_OK);
     TEST_EQ(hvd_broadcast(NULL, 0, HVD_FLOAT32, 0, "empty.bc"), HVD_OK);

@@ -3,19 +3,52 @@
  * second hvd_init fails with HVD_ERR_STATE, one that fails on rank 0 only
  * (an unwritable HVD_TIMELINE) fails on every rank and can be retried, and
  * hvd_shutdown finishes the requests still in flight and leaves MPI up for
- * the program to finalise (test_hvd covers the case where hvd_init starts MPI and hvd_shutdown
- * ends it).
+ * the program to finalise (test_hvd covers the case where hvd_init starts
+ * MPI and hvd_shutdown ends it); after MPI_Finalize, hvd_init refuses with
+ * HVD_ERR_STATE.
+ *
+ *   test_hvd_init funneled   MPI started at MPI_THREAD_FUNNELED: hvd_init
+ *                            refuses with HVD_ERR_MPI, naming the level it
+ *                            needs (skips, 77, if MPI gives more)
  */
-#define _POSIX_C_SOURCE 200809L /* setenv */
+#define _POSIX_C_SOURCE 200809L /* setenv, test/capture.h */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <mpi.h>
 #include "hvd/hvd.h"
+#include "test/capture.h"
 #include "test/test.h"
+
+/* MPI below MPI_THREAD_SERIALIZED: hvd cannot run its engine thread. */
+static int test_funneled(int argc, char **argv)
+{
+    int provided;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) !=
+        MPI_SUCCESS)
+        return TEST_HARD_ERROR;
+    if (provided >= MPI_THREAD_SERIALIZED) {
+        MPI_Finalize();
+        TEST_SKIP("MPI gave MPI_THREAD_SERIALIZED or more for FUNNELED");
+    }
+    char want[256];
+    snprintf(want, sizeof want, "hvd: hvd_init: MPI gives thread level %d; "
+             "the engine thread needs MPI_THREAD_SERIALIZED or more (start "
+             "MPI with MPI_Init_thread, or let hvd_init start it)\n",
+             provided);
+    TEST_SAYS(hvd_init(NULL, NULL), HVD_ERR_MPI, want);
+    TEST_SAYS(hvd_rank(), HVD_ERR_STATE,
+              "hvd: hvd_rank: call hvd_init() first\n");
+    MPI_Finalize();
+    printf("test_hvd_init funneled: %s\n", test_failures ? "FAIL" : "ok");
+    return test_exit_code();
+}
 
 int main(int argc, char **argv)
 {
     int provided, rank, size;
+    if (argc > 1 && strcmp(argv[1], "funneled") == 0)
+        return test_funneled(argc, argv);
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) !=
         MPI_SUCCESS)
         return TEST_HARD_ERROR;
@@ -71,5 +104,7 @@ int main(int argc, char **argv)
     if (rank == 0)
         printf("test_hvd_init n=%d: %s\n", size, test_failures ? "FAIL" : "ok");
     MPI_Finalize();
+    TEST_SAYS(hvd_init(NULL, NULL), HVD_ERR_STATE,
+              "hvd: hvd_init: MPI is already finalised\n");
     return test_exit_code();
 }

@@ -6,13 +6,15 @@
  * rank contributes zeros, so "grad" is the sum over the ranks still running
  * and "grad.ranks" counts them. hvd_join returns HVD_OK on every rank, and
  * not before the last rank has called it. Afterwards collectives work as
- * usual.
+ * usual. A broadcast from a root that has joined fails on the other ranks
+ * with HVD_ERR_MISMATCH, saying so, and leaves the buffer alone.
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime; test/capture.h */
 #include <stdint.h>
 #include <time.h>
 #include <mpi.h>
 #include "hvd/hvd.h"
+#include "test/capture.h"
 #include "test/hvd_harness.h"
 #include "test/test.h"
 
@@ -106,6 +108,20 @@ static void check_normal(const char *when)
     TEST_EQ(hvd_barrier(), HVD_OK);
 }
 
+/* Rank 0 joins at once; the others broadcast from it, then join. */
+static void test_broadcast_from_joined(void)
+{
+    int32_t x[COUNT];
+    for (int i = 0; i < COUNT; i++) x[i] = rank + i;
+    if (rank != 0) {
+        TEST_SAYS(hvd_broadcast(x, COUNT, HVD_INT32, 0, "join.bcast"),
+                  HVD_ERR_MISMATCH,
+                  "error: 'join.bcast': broadcast root 0 has joined\n");
+        for (int i = 0; i < COUNT; i++) TEST_EQ(x[i], rank + i);
+    }
+    TEST_EQ(hvd_join(), HVD_OK);
+}
+
 int main(int argc, char **argv)
 {
     int rc = test_hvd_start(&argc, &argv, &oracle, &rank, &size);
@@ -115,6 +131,8 @@ int main(int argc, char **argv)
     check_normal("after round 1");
     run_round(2, steps_down);
     check_normal("after round 2");
+    test_broadcast_from_joined();
+    check_normal("after a broadcast from a joined root");
 
     return test_hvd_finish("test_hvd_join", &oracle, rank, size);
 }

@@ -334,6 +334,9 @@ static void test_sgd(void)
     TEST_EQ(model_sgd_init(&opt, 4, 0.1f, 0, 0, 1), MODEL_ERR_ARG);
     TEST_EQ(model_sgd_init(&opt, 4, -0.1f, 0, 0, 0), MODEL_ERR_ARG);
     TEST_EQ(model_sgd_init(&opt, 4, 0.1f, -0.5f, 0, 0), MODEL_ERR_ARG);
+    TEST_EQ(model_sgd_init(&opt, 4, 0.1f, 0.9f, -0.01f, 0), MODEL_ERR_ARG);
+    TEST_EQ(model_sgd_init(&opt, 4, 0.1f, 0.9f, NAN, 0), MODEL_ERR_ARG);
+    TEST_TRUE(opt.velocity == NULL); /* refused before allocating */
     TEST_EQ(model_sgd_init(&opt, 4, 0.1f, 0, 0, 0), MODEL_OK);
     TEST_TRUE(opt.velocity == NULL);
     model_sgd_free(&opt);

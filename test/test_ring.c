@@ -14,10 +14,11 @@
  * before the first collective, so a run can force many pipeline segments
  * per block.
  */
-#define _POSIX_C_SOURCE 200809L /* setenv */
+#define _POSIX_C_SOURCE 200809L /* setenv; test/capture.h */
 #include <stdint.h>
 #include <string.h>
 #include "ring/ring.h"
+#include "test/capture.h"
 #include "test/test.h"
 #include "test/values.h"
 
@@ -263,35 +264,40 @@ static void test_broadcast(size_t count, ring_dtype_t dtype, int root)
 static void test_bad_arguments(void)
 {
     float x[4] = {0};
+    const int a = RING_ERR_ARG;
+    MPI_Comm w = MPI_COMM_WORLD;
+    char want[128];
     strcpy(case_name, "bad arguments");
-    TEST_EQ(ring_allreduce(NULL, x, 4, RING_FLOAT32, RING_SUM, MPI_COMM_WORLD),
-            RING_ERR_ARG);
-    TEST_EQ(ring_allreduce(x, NULL, 4, RING_FLOAT32, RING_SUM, MPI_COMM_WORLD),
-            RING_ERR_ARG);
-    TEST_EQ(ring_allreduce(NULL, NULL, 0, RING_FLOAT32, RING_SUM, MPI_COMM_WORLD),
-            RING_OK);
-    TEST_EQ(ring_allreduce(x, x, 4, (ring_dtype_t)99, RING_SUM, MPI_COMM_WORLD),
-            RING_ERR_ARG);
-    TEST_EQ(ring_allreduce(x, x, 4, RING_FLOAT32, (ring_op_t)99, MPI_COMM_WORLD),
-            RING_ERR_ARG);
-    TEST_EQ(ring_allreduce(x, x, 4, RING_INT32, RING_AVERAGE, MPI_COMM_WORLD),
-            RING_ERR_ARG);
-    TEST_EQ(ring_allreduce(x, x, 4, RING_FLOAT32, RING_SUM, MPI_COMM_NULL),
-            RING_ERR_ARG);
-    TEST_EQ(ring_allreduce_algo((ring_algo_t)7, x, x, 4, RING_FLOAT32, RING_SUM,
-                                MPI_COMM_WORLD),
-            RING_ERR_ARG);
-    TEST_EQ(ring_broadcast(x, 4, RING_FLOAT32, size, MPI_COMM_WORLD),
-            RING_ERR_ARG);
-    TEST_EQ(ring_broadcast(x, 4, RING_FLOAT32, -1, MPI_COMM_WORLD),
-            RING_ERR_ARG);
-    TEST_EQ(ring_reduce_scatter(x, NULL, 1, RING_FLOAT32, RING_SUM,
-                                MPI_COMM_WORLD),
-            RING_ERR_ARG);
-    TEST_EQ(ring_allgather(NULL, x, 1, RING_FLOAT32, MPI_COMM_WORLD),
-            RING_ERR_ARG);
+    TEST_SAYS(ring_allreduce(NULL, x, 4, RING_FLOAT32, RING_SUM, w), a,
+              "ring_allreduce: NULL buffer with count > 0 (count=4 dtype=0 "
+              "op=0)\n");
+    TEST_SAYS(ring_allreduce(x, NULL, 4, RING_FLOAT32, RING_SUM, w), a,
+              "ring_allreduce: NULL buffer with count > 0");
+    TEST_SAYS(ring_allreduce(NULL, NULL, 0, RING_FLOAT32, RING_SUM, w),
+              RING_OK, NULL);
+    TEST_SAYS(ring_allreduce(x, x, 4, (ring_dtype_t)99, RING_SUM, w), a,
+              "ring_allreduce: unknown dtype (count=4 dtype=99 op=0)\n");
+    TEST_SAYS(ring_allreduce(x, x, 4, RING_FLOAT32, (ring_op_t)99, w), a,
+              "ring_allreduce: unknown op (count=4 dtype=0 op=99)\n");
+    TEST_SAYS(ring_allreduce(x, x, 4, RING_INT32, RING_AVERAGE, w), a,
+              "ring_allreduce: average is for floating dtypes only (use sum)");
+    TEST_SAYS(ring_allreduce(x, x, 4, RING_FLOAT32, RING_SUM, MPI_COMM_NULL),
+              a, "ring_allreduce: comm is MPI_COMM_NULL");
+    TEST_SAYS(ring_allreduce_algo((ring_algo_t)7, x, x, 4, RING_FLOAT32,
+                                  RING_SUM, w),
+              a, "ring_allreduce_algo: unknown algorithm 7\n");
+    snprintf(want, sizeof want, "ring_broadcast: root %d is not a rank of a "
+             "communicator of size %d\n", size, size);
+    TEST_SAYS(ring_broadcast(x, 4, RING_FLOAT32, size, w), a, want);
+    snprintf(want, sizeof want, "ring_broadcast: root -1 is not a rank of a "
+             "communicator of size %d\n", size);
+    TEST_SAYS(ring_broadcast(x, 4, RING_FLOAT32, -1, w), a, want);
+    TEST_SAYS(ring_reduce_scatter(x, NULL, 1, RING_FLOAT32, RING_SUM, w), a,
+              "ring_reduce_scatter: NULL buffer with count > 0");
+    TEST_SAYS(ring_allgather(NULL, x, 1, RING_FLOAT32, w), a,
+              "ring_allgather: NULL buffer with count > 0");
     ring_algo_t algo;
-    TEST_EQ(ring_algo_parse("bogus", &algo), RING_ERR_ARG);
+    TEST_SAYS(ring_algo_parse("bogus", &algo), a, NULL);
     TEST_EQ(ring_algo_parse("rdb", &algo), RING_OK);
     TEST_EQ(algo, RING_ALGO_RDB);
 }
@@ -338,25 +344,42 @@ static void test_shm_bad_arguments(ring_shm_t *shm)
     char *slab;
     size_t bytes;
     ring_shm_t *none = NULL;
+    const int a = RING_ERR_ARG;
     strcpy(case_name, "shm bad arguments");
-    TEST_EQ(ring_shm_create(MPI_COMM_WORLD, 0, &none), RING_ERR_ARG);
-    TEST_EQ(ring_shm_create(MPI_COMM_NULL, 64, &none), RING_ERR_ARG);
+    TEST_SAYS(ring_shm_create(MPI_COMM_WORLD, 0, &none), a,
+              "ring_shm_create: slab_bytes is 0\n");
+    TEST_SAYS(ring_shm_create(MPI_COMM_NULL, 64, &none), a,
+              "ring_shm_create: comm is NULL\n");
+    TEST_SAYS(ring_shm_create(MPI_COMM_WORLD, 64, NULL), a,
+              "ring_shm_create: out is NULL\n");
     TEST_TRUE(none == NULL);
-    TEST_EQ(ring_shm_slab(NULL, (void **)&slab, &bytes), RING_ERR_ARG);
-    TEST_EQ(ring_shm_allreduce(NULL, x, x, 4, RING_FLOAT32, RING_SUM),
-            RING_ERR_ARG);
+    TEST_SAYS(ring_shm_slab(NULL, (void **)&slab, &bytes), a,
+              "ring_shm_slab: shm is NULL\n");
+    TEST_SAYS(ring_shm_slab(shm, NULL, &bytes), a,
+              "ring_shm_slab: slab is NULL\n");
+    TEST_SAYS(ring_shm_allreduce(NULL, x, x, 4, RING_FLOAT32, RING_SUM), a,
+              "ring_shm_allreduce: shm is NULL\n");
     TEST_EQ(ring_shm_slab(shm, (void **)&slab, &bytes), RING_OK);
     size_t fits = bytes / sizeof(float);
-    TEST_EQ(ring_shm_allreduce(shm, slab + 4, x, 4, RING_FLOAT32, RING_SUM),
-            RING_ERR_ARG);
-    TEST_EQ(ring_shm_allreduce(shm, x, slab + bytes - 4, 4, RING_FLOAT32,
-                               RING_SUM),
-            RING_ERR_ARG);
-    TEST_EQ(ring_shm_allreduce(shm, slab, slab, fits + 1, RING_FLOAT32,
-                               RING_SUM),
-            RING_ERR_ARG);
-    TEST_EQ(ring_shm_allreduce(shm, x, x, 4, RING_INT32, RING_AVERAGE),
-            RING_ERR_ARG);
+    char want[160];
+    snprintf(want, sizeof want, "ring_shm_allreduce: sendbuf overlaps the "
+             "slab without starting at it (count=4, slab %zu bytes)\n", bytes);
+    TEST_SAYS(ring_shm_allreduce(shm, slab + 4, x, 4, RING_FLOAT32, RING_SUM),
+              a, want);
+    snprintf(want, sizeof want, "ring_shm_allreduce: recvbuf overlaps the "
+             "slab without starting at it (count=4, slab %zu bytes)\n", bytes);
+    TEST_SAYS(ring_shm_allreduce(shm, x, slab + bytes - 4, 4, RING_FLOAT32,
+                                 RING_SUM),
+              a, want);
+    snprintf(want, sizeof want, "ring_shm_allreduce: sendbuf is the slab, "
+             "but count overruns it (count=%zu, slab %zu bytes)\n", fits + 1,
+             bytes);
+    TEST_SAYS(ring_shm_allreduce(shm, slab, slab, fits + 1, RING_FLOAT32,
+                                 RING_SUM),
+              a, want);
+    TEST_SAYS(ring_shm_allreduce(shm, x, x, 4, RING_INT32, RING_AVERAGE), a,
+              "ring_shm_allreduce: average is for floating dtypes only (use "
+              "sum) (count=4 dtype=4 op=1)\n");
     TEST_EQ(ring_shm_free(&none), RING_OK);
 }
 

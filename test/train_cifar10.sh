@@ -72,15 +72,7 @@ script_resume_equal 2 $prog $common
 # Another program's checkpoint: refused by its model name. A tiny
 # Fashion-MNIST set (IDX, 4 blank images) gives train_fmnist its own.
 idx=$dir/idx
-mkdir "$idx" || exit 99
-for split in train t10k; do
-    {
-        printf '\000\000\010\003\000\000\000\004\000\000\000\034\000\000\000\034'
-        head -c 3136 /dev/zero
-    } > "$idx/$split-images-idx3-ubyte"
-    printf '\000\000\010\001\000\000\000\004\000\001\002\003' \
-        > "$idx/$split-labels-idx1-ubyte"
-done
+script_tiny_fmnist "$idx"
 script_expect "fmnist resumes cifar" 1 "model \"mlp.c10\", expected \"mlp\"" \
     2 examples/train_fmnist --data "$idx" --checkpoint "$dir/b1.ckpt" --resume
 script_launch "fmnist checkpoint" 2 examples/train_fmnist --data "$idx" \
