@@ -85,16 +85,27 @@ static size_t ckpt_file_bytes(uint64_t param_count, uint64_t velocity_count)
            4 * (size_t)velocity_count + CKPT_CRC_BYTES;
 }
 
+/* The folder that holds path ("." or "/" at the ends), malloc'ed; NULL
+ * when out of memory. */
+static char *ckpt_dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
+    char *dir = malloc((size_t)(slash - path) + 1);
+    if (dir) {
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = 0;
+    }
+    return dir;
+}
+
 /* fsync of the directory that holds path, so the rename is durable. */
 static int ckpt_sync_dir(const char *path)
 {
-    char *dir = strdup(path);
+    char *dir = ckpt_dir_of(path);
     if (!dir) return -1;
-    char *slash = strrchr(dir, '/');
-    const char *name = ".";
-    if (slash == dir) name = "/";
-    else if (slash) { *slash = 0; name = dir; }
-    int fd = open(name, O_RDONLY
+    int fd = open(dir, O_RDONLY
 #ifdef O_DIRECTORY
                             | O_DIRECTORY
 #endif
@@ -106,6 +117,29 @@ static int ckpt_sync_dir(const char *path)
     if (rc != 0 && (errno == EINVAL || errno == EBADF)) rc = 0;
     close(fd);
     return rc;
+}
+
+int ckpt_check_dir(const char *path, char *err, size_t err_nbytes)
+{
+    if (!path || !*path) {
+        ckpt_error(err, err_nbytes, "checkpoint: empty path");
+        return CKPT_ERR_ARG;
+    }
+    char *dir = ckpt_dir_of(path);
+    if (!dir) {
+        ckpt_error(err, err_nbytes, "checkpoint %s: out of memory", path);
+        return CKPT_ERR_NOMEM;
+    }
+    struct stat sb;
+    const char *why = NULL;
+    if (stat(dir, &sb) != 0) why = strerror(errno);
+    else if (!S_ISDIR(sb.st_mode)) why = strerror(ENOTDIR);
+    else if (access(dir, W_OK | X_OK) != 0) why = strerror(errno);
+    if (why)
+        ckpt_error(err, err_nbytes, "checkpoint %s: cannot write in its "
+                   "folder %s: %s", path, dir, why);
+    free(dir);
+    return why ? CKPT_ERR_IO : CKPT_OK;
 }
 
 int ckpt_write(const char *path, const ckpt_state_t *st, char *err,

@@ -69,6 +69,12 @@ typedef struct {
  * goes to err (err_nbytes bytes, always NUL-terminated) or, when err is
  * NULL, to stderr. */
 
+/* Whether a checkpoint could be written at path: its folder exists and we
+ * may create files in it. Training programs ask before the first epoch,
+ * so that a typo in the path does not cost an epoch. Returns CKPT_OK,
+ * CKPT_ERR_ARG (empty path) or CKPT_ERR_IO. */
+int ckpt_check_dir(const char *path, char *err, size_t err_nbytes);
+
 /* Writes st to path atomically (see above). Returns CKPT_OK, CKPT_ERR_ARG
  * or CKPT_ERR_IO (PATH.tmp is removed then; PATH is left as it was). */
 int ckpt_write(const char *path, const ckpt_state_t *st, char *err,

@@ -190,13 +190,23 @@ static ckpt_state_t ckpt_state(loop_t *L)
                           .velocity = L->sgd.velocity};
 }
 
-/* Rank 0's state, from the checkpoint on --resume, to every rank; the
- * epoch to start at into *start_epoch. 0 or 1. */
+/* Whether rank 0 can write checkpoints where --checkpoint says (before any
+ * training), then rank 0's state, from the checkpoint on --resume, to
+ * every rank; the epoch to start at into *start_epoch. 0 or 1. */
 static int initial_state(loop_t *L, int64_t *start_epoch)
 {
     const char *name = L->cfg->name;
     int status;
     *start_epoch = 0;
+    if (L->opt.checkpoint) {
+        int32_t ok = 0;
+        if (L->rank == 0) {
+            ok = ckpt_check_dir(L->opt.checkpoint, L->err, sizeof L->err);
+            if (ok != 0) fprintf(stderr, "%s: %s\n", name, L->err);
+        }
+        status = hvd_broadcast(&ok, 1, HVD_INT32, 0, "train_loop.ckpt_dir");
+        if (status != HVD_OK || ok != 0) return 1;
+    }
     if (L->opt.resume) {
         int64_t info[3] = {0, 0, 0}; /* status, epoch, rng state */
         if (L->rank == 0) {

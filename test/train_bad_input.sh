@@ -60,10 +60,19 @@ put "$dir/negative.ckpt" 36 '\377\377\377\377\377\377\377\377'
 "$tool" recrc "$dir/negative.ckpt" || exit 99
 refused negative.ckpt "negative epoch -1$"
 
-# Writing into a folder that does not exist: after the first epoch.
+# Writing into a folder that does not exist, or into a file: refused
+# before the first step.
 script_expect "missing folder" 1 "^train_fmnist: checkpoint \
-$dir/none/c.ckpt: open of $dir/none/c.ckpt.tmp failed: No such file or \
+$dir/none/c.ckpt: cannot write in its folder $dir/none: No such file or \
 directory$" 2 $prog $common --epochs 1 --checkpoint "$dir/none/c.ckpt"
+grep -q "^step" "$dir/out" && {
+    echo "FAIL: missing folder: it trained before refusing" >&2
+    rc=1
+}
+: > "$dir/plain"
+script_expect "file as folder" 1 "^train_fmnist: checkpoint \
+$dir/plain/c.ckpt: cannot write in its folder $dir/plain: Not a directory$" \
+    2 $prog $common --epochs 1 --checkpoint "$dir/plain/c.ckpt"
 
 # Images of another shape than 1x28x28.
 script_tiny_fmnist "$dir/idx8" 4 8
