@@ -47,7 +47,8 @@ void train_loop_usage(const train_loop_config_t *cfg, FILE *f)
         cfg->name, cfg->data_what, cfg->data_dir);
 }
 
-/* Parsers of flag values: 0, or -1 with a message in err. */
+/* Parsers of flag values: 0, or -1 with a message in err. Decimal, as
+ * synthetic_benchmark's: base 0 read --seed 010 as 8. */
 static int parse_u64(const char *flag, const char *s, uint64_t *out,
                      char *err, size_t n)
 {
@@ -55,7 +56,7 @@ static int parse_u64(const char *flag, const char *s, uint64_t *out,
     errno = 0;
     const char *p = s;
     while (*p == ' ' || *p == '\t') p++;
-    unsigned long long v = strtoull(s, &end, 0);
+    unsigned long long v = strtoull(s, &end, 10);
     if (end == s || *end || *p == '-' || errno == ERANGE) {
         snprintf(err, n, "%s: \"%s\" is not an unsigned 64-bit integer", flag,
                  s);

@@ -157,6 +157,8 @@ expect_refused "$tc --lr: \"nan\" is not a number" \
     examples/train_cifar10 --lr nan
 expect_refused "$tf --seed: \"-1\" is not an unsigned 64-bit integer" \
     examples/train_fmnist --seed -1
+expect_refused "$tf --seed: \"0x10\" is not an unsigned 64-bit integer" \
+    examples/train_fmnist --seed 0x10
 expect_refused "$tf --seed: \"x\" is not an unsigned 64-bit integer" \
     examples/train_fmnist --seed x
 expect_refused "$tf --device: unknown device \"tpu\" (cpu or cuda)" \
