@@ -177,6 +177,11 @@ typedef struct {
 } ring__tuning_t;
 
 int ring__tuning(const ring__tuning_t **tuning);
+/* The same read afresh, not cached: fills *tuning and returns RING_OK, or
+ * RING_ERR_ARG after logging the first bad variable (the fields after it
+ * are then left as they were). ring__tuning caches its first result;
+ * test/fuzz/fuzz_env.c reads many environments in one process. */
+int ring__tuning_parse(ring__tuning_t *tuning);
 
 /* Marks collectives that take no operator in ring__check_args. */
 #define RING__NO_OP ((ring_op_t)-1)
