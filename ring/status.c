@@ -68,10 +68,13 @@ static int ring__env_size(const char *name, size_t fallback, size_t min, size_t 
     const char *text = getenv(name);
     *value = fallback;
     if (!text || !*text) return RING_OK;
+    /* Digits only: strtoull alone would also take a sign and leading
+     * spaces (" 64", "+64", and "-1" as 2^64 - 1). */
     char *end;
     errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
-    if (errno || *end || text[0] == '-' || v < min || v > (1ull << 30)) {
+    if (text[0] < '0' || text[0] > '9' || errno || *end || v < min ||
+        v > (1ull << 30)) {
         ring__log("%s=\"%s\": expected a whole number of bytes from %zu to "
                   "2^30", name, text, min);
         return RING_ERR_ARG;
