@@ -156,6 +156,19 @@ static int name_rule(const char *text, const char *const *names, int exact,
     return 0;
 }
 
+/* Checks a parser's status against the rules' verdict, bad (the first
+ * variable they refuse, or NULL), and that a refusal's message, said,
+ * names it. Returns whether the values are to be compared. */
+_Static_assert((int)RING_OK == (int)HVD_OK &&
+                   (int)RING_ERR_ARG == (int)HVD_ERR_ARG,
+               "ring and hvd share their status codes");
+static int judged(int status, const char *bad, const char *said)
+{
+    FUZZ_CHECK(status == (bad ? HVD_ERR_ARG : HVD_OK));
+    FUZZ_CHECK(!bad || strstr(said, bad) != NULL);
+    return !bad;
+}
+
 /* For variable name: t = its text (NULL when unset); when set, evaluates
  * valid, which may store the value in want, and notes name in bad when it
  * is the first one that is not valid. */
@@ -198,12 +211,7 @@ static void check_hvd(void)
     hvd__config_t got;
     stderr_begin();
     int status = hvd__config_read(&got);
-    const char *said = stderr_end();
-    FUZZ_CHECK(status == (bad ? HVD_ERR_ARG : HVD_OK));
-    if (bad) {
-        FUZZ_CHECK(strstr(said, bad) != NULL);
-        return;
-    }
+    if (!judged(status, bad, stderr_end())) return;
     FUZZ_CHECK(got.fusion_threshold == want.fusion_threshold);
     FUZZ_CHECK(got.cycle_time_s == want.cycle_time_s);
     FUZZ_CHECK(strcmp(got.timeline, want.timeline) == 0);
@@ -233,12 +241,7 @@ static void check_ring(void)
     ring__tuning_t got;
     stderr_begin();
     int status = ring__tuning_parse(&got);
-    const char *said = stderr_end();
-    FUZZ_CHECK(status == (bad ? RING_ERR_ARG : RING_OK));
-    if (bad) {
-        FUZZ_CHECK(strstr(said, bad) != NULL);
-        return;
-    }
+    if (!judged(status, bad, stderr_end())) return;
     FUZZ_CHECK(got.algo == want.algo);
     FUZZ_CHECK(got.segment_bytes == want.segment_bytes);
     FUZZ_CHECK(got.small_bytes == want.small_bytes);

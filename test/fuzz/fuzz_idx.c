@@ -6,9 +6,10 @@
  * as a length-prefixed piece (fuzz_take), then the labels file. A failure
  * must be a format or I/O error (never out of memory: whatever the header
  * claims, the loader allocates only what the files can hold) with a
- * message naming a file and a zeroed set. A success must be exactly the files' contents: the header's
- * dimensions, every pixel byte / 255 and every label < 10 (when the bytes
- * were gzipped by zlib beforehand, only their ranges can be checked).
+ * message naming a file and a zeroed set. A success must be exactly the files'
+ * contents: the header's dimensions, every pixel byte / 255 and every label <
+ * 10 (when the bytes were gzipped by zlib beforehand, only their ranges can be
+ * checked).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -42,10 +43,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1) return 0;
     int flags = data[0];
     data++, size--;
-    const uint8_t *images, *labels;
+    const uint8_t *images;
     size_t images_nbytes = fuzz_take(&data, &size, &images);
+    const uint8_t *labels = data; /* the rest */
     size_t labels_nbytes = size;
-    labels = data;
     int images_plain, labels_plain;
     const char *ipath =
         idx_file(0, images, images_nbytes, flags & 1, &images_plain);
