@@ -180,7 +180,7 @@ static void cifar_seed(const char *name, const size_t *records, size_t files,
 static void cifar_seeds(void)
 {
     cifar_seed("one_record", (size_t[]){1}, 1, 3, 0);
-    cifar_seed("two_files", (size_t[]){1, 2}, 2, 9, 0);
+    cifar_seed("three_files", (size_t[]){1, 1, 1}, 3, 9, 0);
     cifar_seed("label_10", (size_t[]){1}, 1, 10, 0);
     cifar_seed("truncated", (size_t[]){1}, 1, 0, 1);
     cifar_seed("empty_second", (size_t[]){1, 0}, 2, 0, 0);
