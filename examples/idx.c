@@ -5,12 +5,19 @@
  * 0x00000803 (count, rows, cols), labels 0x00000801 (count). Files are read
  * through zlib's gzread, which takes gzipped and plain files alike. Only
  * unsigned-byte data is supported; other IDX types are refused.
+ *
+ * The header is trusted with an allocation only as far as the file could
+ * hold what it declares: a plain file exactly, a gzipped one at deflate's
+ * best ratio (1032:1). So a corrupt or truncated file is a format error,
+ * never a request for gigabytes (a 16-byte file could ask for 6.7 PB).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 #include "examples/data_internal.h"
@@ -21,16 +28,16 @@ enum {
     IDX_MAX_SIDE = 4096,       /* rows, cols */
     IDX_MAX_COUNT = 100000000, /* images */
     IDX_CHUNK_NBYTES = 1 << 16,
+    IDX_DEFLATE_MAX_RATIO = 1032, /* bytes out per byte in, at best */
 };
 
-/* zlib's error for f, without the "path: " that gzerror puts first. */
-static const char *idx_zlib_error(gzFile f, const char *path, int *zerr)
+/* zlib's error for f, without the "<fd:N>: " that gzerror puts first (f
+ * is opened by gzdopen; our messages name the path). */
+static const char *idx_zlib_error(gzFile f, int *zerr)
 {
     const char *msg = gzerror(f, zerr);
-    size_t len = strlen(path);
-    if (strncmp(msg, path, len) == 0 && strncmp(msg + len, ": ", 2) == 0)
-        msg += len + 2;
-    return msg;
+    const char *sep = strstr(msg, ": ");
+    return strncmp(msg, "<fd:", 4) == 0 && sep ? sep + 2 : msg;
 }
 
 /* Reads exactly nbytes (any size), bytes offset_nbytes.. of the total_nbytes
@@ -46,7 +53,7 @@ static int idx_read(gzFile f, const char *path, void *buf, size_t nbytes,
         if (want > (1u << 30)) want = 1u << 30;
         int got = gzread(f, (char *)buf + done_nbytes, (unsigned)want);
         int zerr;
-        const char *zmsg = idx_zlib_error(f, path, &zerr);
+        const char *zmsg = idx_zlib_error(f, &zerr);
         size_t at = offset_nbytes + done_nbytes;
         if (zerr == Z_ERRNO)
             return data__fail(err, err_nbytes, DATA_ERR_IO,
@@ -69,16 +76,26 @@ static int idx_read(gzFile f, const char *path, void *buf, size_t nbytes,
     return DATA_OK;
 }
 
-/* Opens path and checks its magic; fills dims[0..ndims). */
+/* Opens path and checks its magic; fills dims[0..ndims) and *file_nbytes,
+ * the file's size (-1 when it is not a regular file). */
 static int idx_open(const char *path, gzFile *out, uint32_t magic,
-                    uint32_t *dims, int ndims, char *err, size_t err_nbytes)
+                    uint32_t *dims, int ndims, long long *file_nbytes,
+                    char *err, size_t err_nbytes)
 {
     *out = NULL;
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f)
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
         return data__fail(err, err_nbytes, DATA_ERR_IO, "%s: cannot open: %s",
-                          path, errno ? strerror(errno) : "zlib failed");
+                          path, strerror(errno));
+    struct stat st;
+    *file_nbytes =
+        fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (long long)st.st_size : -1;
+    gzFile f = gzdopen(fd, "rb"); /* owns fd from here on */
+    if (!f) {
+        close(fd);
+        return data__fail(err, err_nbytes, DATA_ERR_IO,
+                          "%s: cannot open: zlib failed", path);
+    }
     gzbuffer(f, 1 << 17);
     unsigned char hdr[4 + 4 * 3];
     size_t hdr_nbytes = 4 + 4 * (size_t)ndims;
@@ -107,6 +124,25 @@ err_close:
     return status;
 }
 
+/* Whether a file of file_nbytes (-1: not a regular file, so no bound) can
+ * hold the data_nbytes its header of hdr_nbytes declares, read through f
+ * (after the header, when gzdirect knows whether it is gzipped). */
+static int idx_fits(gzFile f, const char *path, long long file_nbytes,
+                    size_t hdr_nbytes, size_t data_nbytes, char *err,
+                    size_t err_nbytes)
+{
+    if (file_nbytes < 0) return DATA_OK;
+    size_t have = (size_t)file_nbytes;
+    if (gzdirect(f) ? hdr_nbytes + data_nbytes <= have
+                    : data_nbytes / IDX_DEFLATE_MAX_RATIO <= have)
+        return DATA_OK;
+    return data__fail(err, err_nbytes, DATA_ERR_FORMAT,
+                      "%s: its header declares %zu bytes of data, more than "
+                      "its %lld bytes can hold (truncated, or a corrupt "
+                      "header)",
+                      path, data_nbytes, file_nbytes);
+}
+
 /* After the declared data the file must end (this read also makes zlib
  * check the gzip trailer's CRC). */
 static int idx_expect_end(gzFile f, const char *path, char *err,
@@ -115,7 +151,7 @@ static int idx_expect_end(gzFile f, const char *path, char *err,
     unsigned char extra;
     int got = gzread(f, &extra, 1);
     int zerr;
-    const char *zmsg = idx_zlib_error(f, path, &zerr);
+    const char *zmsg = idx_zlib_error(f, &zerr);
     if (got < 0 || zerr != Z_OK)
         return data__fail(err, err_nbytes, DATA_ERR_FORMAT,
                           "%s: truncated or corrupt at its end (zlib: %s)",
@@ -136,8 +172,9 @@ int data_idx_load_files(data_set_t *ds, const char *images_path,
     gzFile fi = NULL, fl = NULL;
     uint8_t *bytes = NULL;
     uint32_t idims[3] = {0}, ldims[1] = {0};
-    int status =
-        idx_open(images_path, &fi, IDX_IMAGES_MAGIC, idims, 3, err, err_nbytes);
+    long long images_nbytes, labels_nbytes;
+    int status = idx_open(images_path, &fi, IDX_IMAGES_MAGIC, idims, 3,
+                          &images_nbytes, err, err_nbytes);
     if (status) goto out;
     if (idims[0] == 0 || idims[0] > IDX_MAX_COUNT || idims[1] == 0 ||
         idims[1] > IDX_MAX_SIDE || idims[2] == 0 || idims[2] > IDX_MAX_SIDE) {
@@ -149,8 +186,13 @@ int data_idx_load_files(data_set_t *ds, const char *images_path,
                             IDX_MAX_SIDE);
         goto out;
     }
-    status =
-        idx_open(labels_path, &fl, IDX_LABELS_MAGIC, ldims, 1, err, err_nbytes);
+    /* At most 1e8 * 4096 * 4096 < 2^51. */
+    size_t pixel_count = (size_t)idims[0] * idims[1] * idims[2];
+    status = idx_fits(fi, images_path, images_nbytes, 4 + 4 * 3, pixel_count,
+                      err, err_nbytes);
+    if (status) goto out;
+    status = idx_open(labels_path, &fl, IDX_LABELS_MAGIC, ldims, 1,
+                      &labels_nbytes, err, err_nbytes);
     if (status) goto out;
     if (ldims[0] != idims[0]) {
         status =
@@ -160,6 +202,9 @@ int data_idx_load_files(data_set_t *ds, const char *images_path,
         goto out;
     }
     size_t count = idims[0];
+    status =
+        idx_fits(fl, labels_path, labels_nbytes, 4 + 4, count, err, err_nbytes);
+    if (status) goto out;
     status = data__alloc(ds, count, 1, idims[1], idims[2], images_path, err,
                          err_nbytes);
     if (status) goto out;
@@ -170,7 +215,6 @@ int data_idx_load_files(data_set_t *ds, const char *images_path,
         goto err_free_set;
     }
     /* Pixels in chunks, scaled as they come. */
-    size_t pixel_count = count * data_image_count(ds);
     for (size_t done = 0; done < pixel_count;) {
         size_t n = pixel_count - done;
         if (n > IDX_CHUNK_NBYTES) n = IDX_CHUNK_NBYTES;

@@ -84,13 +84,15 @@ int hvd__plan_group(const hvd__desc_t *descs, size_t n, hvd__plan_t *plan)
 /* ---- byte formats ---- */
 
 /* A desc from another rank is checked before use: a NUL-terminated name,
- * known kind, dtype and op. */
+ * known kind, dtype and op, and a root that is a rank (rank 0 indexes its
+ * per-rank tables with it, and every rank its ring order). */
 static int hvd__desc_valid(const hvd__desc_t *d)
 {
     return memchr(d->name, '\0', sizeof d->name) != NULL && d->kind >= 0 &&
            d->kind < HVD__KIND_COUNT &&
            ring_dtype_size((ring_dtype_t)d->dtype) != 0 &&
-           ring_op_name((ring_op_t)d->op) != NULL && d->root >= 0;
+           ring_op_name((ring_op_t)d->op) != NULL && d->root >= 0 &&
+           d->root < hvd__engine.size;
 }
 
 typedef struct {

@@ -76,7 +76,9 @@ RING__REDUCE_INTEGER(ring__reduce_u8, uint8_t, unsigned)
  * same rounding (to nearest even); test_reduce checks the results against
  * a reference either way. Returns how many leading elements it did. */
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
 __attribute__((target("avx,f16c"))) static size_t
 ring__reduce_f16_f16c(uint16_t *d, const uint16_t *a, const uint16_t *b,
                       size_t count, ring_op_t op, int divisor)
@@ -95,9 +97,20 @@ ring__reduce_f16_f16c(uint16_t *d, const uint16_t *a, const uint16_t *b,
     return i;
 }
 
+/* F16C from cpuid (leaf 1, ecx), asked once: clang 14's
+ * __builtin_cpu_supports takes "avx" (which also checks that the OS saves
+ * the ymm registers) but not "f16c". */
 int ring__have_f16c(void)
 {
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    static _Atomic int have = -1; /* -1: not asked yet */
+    int h = atomic_load_explicit(&have, memory_order_relaxed);
+    if (h < 0) {
+        unsigned eax, ebx, ecx, edx;
+        h = __builtin_cpu_supports("avx") &&
+            __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+        atomic_store_explicit(&have, h, memory_order_relaxed);
+    }
+    return h;
 }
 #endif
 

@@ -81,12 +81,12 @@ typedef int ring__allreduce_fn(const void *sendbuf, void *recvbuf,
 ring__allreduce_fn ring__allreduce_rdb, ring__allreduce_rhd; /* recursive.c */
 
 /* ---- host reduction ---- */
+/* Whether the CPU has AVX and F16C, asked once (x86 only: callers test
+ * __x86_64__ first). */
+int ring__have_f16c(void);
 /* dst[i] = a[i] (op) b[i] for i < count; dst may alias a or b. With
  * divisor > 1 (AVERAGE's last step) the result is divided by it before it is
  * rounded to dtype. op must be valid for dtype (checked by the caller). */
-/* Whether the CPU has AVX and F16C (x86 only; 0 elsewhere is not
- * declared: callers test __x86_64__ first). */
-int ring__have_f16c(void);
 void ring__reduce_host(void *dst, const void *a, const void *b, size_t count,
                        ring_dtype_t dtype, ring_op_t op, int divisor);
 
@@ -180,6 +180,11 @@ typedef struct {
 } ring__tuning_t;
 
 int ring__tuning(const ring__tuning_t **tuning);
+/* The same read afresh, not cached: fills *tuning and returns RING_OK, or
+ * RING_ERR_ARG after logging the first bad variable (the fields after it
+ * are then left as they were). ring__tuning caches its first result;
+ * test/fuzz/fuzz_env.c reads many environments in one process. */
+int ring__tuning_parse(ring__tuning_t *tuning);
 
 /* Marks collectives that take no operator in ring__check_args. */
 #define RING__NO_OP ((ring_op_t)-1)

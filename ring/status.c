@@ -68,10 +68,13 @@ static int ring__env_size(const char *name, size_t fallback, size_t min, size_t 
     const char *text = getenv(name);
     *value = fallback;
     if (!text || !*text) return RING_OK;
+    /* Digits only: strtoull alone would also take a sign and leading
+     * spaces (" 64", "+64", and "-1" as 2^64 - 1). */
     char *end;
     errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
-    if (errno || *end || text[0] == '-' || v < min || v > (1ull << 30)) {
+    if (text[0] < '0' || text[0] > '9' || errno || *end || v < min ||
+        v > (1ull << 30)) {
         ring__log("%s=\"%s\": expected a whole number of bytes from %zu to "
                   "2^30", name, text, min);
         return RING_ERR_ARG;
@@ -80,15 +83,12 @@ static int ring__env_size(const char *name, size_t fallback, size_t min, size_t 
     return RING_OK;
 }
 
-static ring__tuning_t ring__tuned;
-static int ring__tuned_status;
-
-static void ring__tuning_read(void)
+int ring__tuning_parse(ring__tuning_t *tuning)
 {
-    ring__tuned.algo = RING_ALGO_AUTO;
+    tuning->algo = RING_ALGO_AUTO;
     const char *algo = getenv("HVD_ALLREDUCE_ALGO");
     int status = RING_OK;
-    if (algo && *algo && ring_algo_parse(algo, &ring__tuned.algo) != RING_OK) {
+    if (algo && *algo && ring_algo_parse(algo, &tuning->algo) != RING_OK) {
         ring__log("HVD_ALLREDUCE_ALGO=\"%s\": expected auto, ring, rdb or rhd",
                   algo);
         status = RING_ERR_ARG;
@@ -98,16 +98,24 @@ static void ring__tuning_read(void)
      * at 2-4 ranks (bench/README.md). */
     if (status == RING_OK)
         status = ring__env_size("HVD_RING_SEGMENT_BYTES", 256 << 10, 64,
-                                &ring__tuned.segment_bytes);
+                                &tuning->segment_bytes);
     if (status == RING_OK)
         status = ring__env_size("HVD_RING_SMALL_BYTES", 16 << 10, 0,
-                                &ring__tuned.small_bytes);
+                                &tuning->small_bytes);
     /* Shared memory synchronises ranks once per segment: 1 MiB ran 4-16 MiB
      * in place at 14 GB/s, 256 KiB at 9 (bench/README.md). */
     if (status == RING_OK)
         status = ring__env_size("HVD_SHM_SEGMENT_BYTES", 1 << 20, 64,
-                                &ring__tuned.shm_segment_bytes);
-    ring__tuned_status = status;
+                                &tuning->shm_segment_bytes);
+    return status;
+}
+
+static ring__tuning_t ring__tuned;
+static int ring__tuned_status;
+
+static void ring__tuning_read(void)
+{
+    ring__tuned_status = ring__tuning_parse(&ring__tuned);
 }
 
 int ring_check_env(void)
