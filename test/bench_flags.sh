@@ -242,6 +242,14 @@ output" "$bench/plot.sh" "$dir/log.txt" "$dir/out.png"
 expect_script 1 "plot.sh: $bench/results/np2_run1.txt comes from an \
 allreduce_perf without shm in --compare; its columns differ (rerun it)" \
     "$bench/plot.sh" "$bench/results/np2_run1.txt" "$dir/out.png"
+# The Python helpers (argparse runs before torch is imported).
+expect_script 2 "torch_fmnist.py: error: --epochs: 0 is out of range \
+1..100000" "$bench/torch_fmnist.py" --epochs 0
+expect_script 2 "torch_fmnist.py: error: argument --model: invalid choice" \
+    "$bench/torch_fmnist.py" --model resnet
+expect_script 1 "summarize.py" "$bench/summarize.py"
+expect_script 1 "summarize.py: no common sizes (not --compare output?)" \
+    "$bench/summarize.py" "$dir/log.txt"
 
 # The test scripts' own inputs.
 echo 2 > "$dir/bad.spec"
@@ -251,6 +259,8 @@ echo "1 test/not_built" > "$dir/spec"
 expect_script 99 "/test/not_built: not built" \
     "${srcdir:-.}/test/mpirun.sh" "$dir/spec"
 echo "1 test/ckpt_tool" > "$dir/spec"
+with HVD_TEST_TIMEOUT=soon expect_script 125 "timeout: invalid time \
+interval" "${srcdir:-.}/test/mpirun.sh" "$dir/spec"
 with MPIRUN=false expect_script 99 "ERROR: 'false  -np 1 true' fails: MPI \
 cannot start" "${srcdir:-.}/test/mpirun.sh" "$dir/spec"
 expect_script 99 "testbed: setup: NHOSTS is 2 to 99, not '1'" \
