@@ -78,7 +78,7 @@ int main(int argc, char **argv)
     int64_t out[3][3];
     hvd_handle_t h[3];
     for (int k = 0; k < 3; k++) {
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "pending.%d", k);
         TEST_EQ(hvd_allreduce_async(x, out[k], k + 1, HVD_INT64, HVD_MAX,
                                     name, &h[k]), HVD_OK);

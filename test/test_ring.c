@@ -408,6 +408,25 @@ static void test_shm(MPI_Comm comm, MPI_Comm cross, const size_t *counts,
     }
 }
 
+/* Ranks on several nodes (test/netns.sh's fake hosts): shared memory is
+ * refused on every rank, by name, before any rank waits for another. */
+static void test_shm_span(void)
+{
+    MPI_Comm local;
+    int local_size;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+                        MPI_INFO_NULL, &local);
+    MPI_Comm_size(local, &local_size);
+    MPI_Comm_free(&local);
+    if (local_size == size) return; /* one node: test_shm's case */
+    ring_shm_t *shm = NULL;
+    strcpy(case_name, "shm across nodes");
+    TEST_SAYS(ring_shm_create(MPI_COMM_WORLD, 4096, &shm), RING_ERR_ARG,
+              "ring_shm_create: the ranks of comm span several nodes; shared "
+              "memory needs them on one\n");
+    TEST_TRUE(shm == NULL);
+}
+
 /* The hierarchical allreduce on "nodes" of `per_node` consecutive ranks. */
 static void test_hier(int per_node, const size_t *counts, size_t ncounts)
 {
@@ -462,6 +481,7 @@ int main(int argc, char **argv)
         return TEST_HARD_ERROR;
     }
     test_bad_arguments();
+    test_shm_span();
     if (shm) {
         test_shm(MPI_COMM_WORLD, MPI_COMM_NULL, counts, ncounts);
     } else if (per_node > 0) {
