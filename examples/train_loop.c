@@ -179,6 +179,16 @@ static int build(loop_t *L)
     return 0;
 }
 
+/* Rank 0's status of a checkpoint call (0 elsewhere), its message in
+ * L->err when not 0, told to every rank under `name`: 0 when it worked,
+ * else 1 on every rank. */
+static int rank0_verdict(loop_t *L, int32_t status, const char *name)
+{
+    if (status != 0) fprintf(stderr, "%s: %s\n", L->cfg->name, L->err);
+    return hvd_broadcast(&status, 1, HVD_INT32, 0, name) != HVD_OK ||
+           status != 0;
+}
+
 /* What a checkpoint holds of the loop (epoch and RNG state filled in by
  * the caller when writing). */
 static ckpt_state_t ckpt_state(loop_t *L)
@@ -198,15 +208,12 @@ static int initial_state(loop_t *L, int64_t *start_epoch)
     const char *name = L->cfg->name;
     int status;
     *start_epoch = 0;
-    if (L->opt.checkpoint) {
-        int32_t ok = 0;
-        if (L->rank == 0) {
-            ok = ckpt_check_dir(L->opt.checkpoint, L->err, sizeof L->err);
-            if (ok != 0) fprintf(stderr, "%s: %s\n", name, L->err);
-        }
-        status = hvd_broadcast(&ok, 1, HVD_INT32, 0, "train_loop.ckpt_dir");
-        if (status != HVD_OK || ok != 0) return 1;
-    }
+    if (L->opt.checkpoint &&
+        rank0_verdict(L, L->rank == 0 ? ckpt_check_dir(L->opt.checkpoint,
+                                                       L->err, sizeof L->err)
+                                      : 0,
+                      "train_loop.ckpt_dir"))
+        return 1;
     if (L->opt.resume) {
         int64_t info[3] = {0, 0, 0}; /* status, epoch, rng state */
         if (L->rank == 0) {
@@ -392,10 +399,8 @@ static int checkpoint(loop_t *L, int64_t epochs_done)
         st.epoch = epochs_done;
         st.rng_state = L->m.rng_state;
         ck = ckpt_write(L->opt.checkpoint, &st, L->err, sizeof L->err);
-        if (ck != 0) fprintf(stderr, "%s: %s\n", L->cfg->name, L->err);
     }
-    int status = hvd_broadcast(&ck, 1, HVD_INT32, 0, "train_loop.checkpoint");
-    return status != HVD_OK || ck != 0;
+    return rank0_verdict(L, ck, "train_loop.checkpoint");
 }
 
 /* ---- the program ---- */
