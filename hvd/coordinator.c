@@ -15,10 +15,6 @@
 #include <string.h>
 #include "hvd/hvd_internal.h"
 
-/* Tensors this large gain nothing from fusion but its two copies: they
- * are reduced where they lie. */
-static const size_t hvd__direct_bytes = 256 << 10;
-
 /* ---- plans ---- */
 
 void hvd__plan_free(hvd__plan_t *plan)
@@ -28,8 +24,7 @@ void hvd__plan_free(hvd__plan_t *plan)
     *plan = (hvd__plan_t){0};
 }
 
-static hvd__response_t *hvd__plan_add(hvd__plan_t *plan, int status,
-                                      int ndescs)
+hvd__response_t *hvd__plan_add(hvd__plan_t *plan, int status, int ndescs)
 {
     if (plan->len == plan->cap) {
         size_t cap = plan->cap ? 2 * plan->cap : 16;
@@ -46,39 +41,6 @@ static hvd__response_t *hvd__plan_add(hvd__plan_t *plan, int status,
     r->head.ndescs = ndescs;
     plan->len++;
     return r;
-}
-
-static size_t hvd__desc_bytes(const hvd__desc_t *d)
-{
-    return (size_t)d->count * ring_dtype_size((ring_dtype_t)d->dtype);
-}
-
-static int hvd__fusible(const hvd__desc_t *d, size_t threshold)
-{
-    size_t nbytes = hvd__desc_bytes(d);
-    return d->kind == HVD__ALLREDUCE && nbytes <= threshold &&
-           nbytes < hvd__direct_bytes;
-}
-
-int hvd__plan_group(const hvd__desc_t *descs, size_t n, hvd__plan_t *plan)
-{
-    size_t threshold = hvd__engine.config.fusion_threshold;
-    for (size_t i = 0; i < n;) {
-        /* The run of fusible allreduces like descs[i] that fits. */
-        size_t end = i + 1, total = hvd__desc_bytes(&descs[i]);
-        if (hvd__fusible(&descs[i], threshold)) {
-            while (end < n && hvd__fusible(&descs[end], threshold) &&
-                   descs[end].dtype == descs[i].dtype &&
-                   descs[end].op == descs[i].op &&
-                   total + hvd__desc_bytes(&descs[end]) <= threshold)
-                total += hvd__desc_bytes(&descs[end++]);
-        }
-        hvd__response_t *r = hvd__plan_add(plan, HVD_OK, (int)(end - i));
-        if (!r) return HVD_ERR_NOMEM;
-        memcpy(r->descs, &descs[i], (end - i) * sizeof *descs);
-        i = end;
-    }
-    return HVD_OK;
 }
 
 /* ---- byte formats ---- */
@@ -364,9 +326,17 @@ static int hvd__decide(hvd__plan_t *plan, double now)
             memcpy(r->head.message, message, sizeof message);
             strcpy(r->descs[0].name, e->descs[0].name);
         } else {
-            for (int k = 0; k < hvd__engine.size; k++)
-                if (e->present[k]) ready[nready] = e->descs[k];
-            nready++;
+            /* The fusion hint holds only where every rank gave it. */
+            hvd__desc_t *d = NULL;
+            for (int k = 0; k < hvd__engine.size; k++) {
+                if (!e->present[k]) continue;
+                if (!d) {
+                    d = &ready[nready++];
+                    *d = e->descs[k];
+                } else if (d->follows != e->descs[k].follows) {
+                    d->follows = 0;
+                }
+            }
         }
         hvd__table_drop(i);
     }

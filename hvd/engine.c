@@ -119,6 +119,7 @@ int hvd__engine_submit(hvd_handle_t h)
         status = hvd__index_put(&hvd__engine.inflight, h->desc.name, h);
     }
     if (status == HVD_OK) {
+        hvd__chain_link(&hvd__engine.chain, &h->desc, h->sendbuf, h->recvbuf);
         h->next = NULL;
         *hvd__engine.incoming_tail = h;
         hvd__engine.incoming_tail = &h->next;
@@ -270,7 +271,7 @@ static void hvd__fill_bits(hvd__loop_t *loop, hvd__bits_t *bits, double now)
         int slot = h->cache_slot;
         if (slot < 0 || !hvd__cache.alive[slot]) {
             or_flags |= HVD__OR_COORDINATE;
-        } else if (memcmp(&hvd__cache.descs[slot], &h->desc, sizeof h->desc) ||
+        } else if (!hvd__desc_same(&hvd__cache.descs[slot], &h->desc) ||
                    now - h->submit_s > hvd__engine.config.stall_check_s / 2) {
             /* Changed, or waiting long: let the coordinator see everyone's
              * requests for this name (it checks them and names the ranks
@@ -500,6 +501,7 @@ int hvd__engine_start(void)
 {
     hvd__engine.incoming = NULL;
     hvd__engine.incoming_tail = &hvd__engine.incoming;
+    hvd__engine.chain = (hvd__chain_t){0};
     hvd__engine.shutdown_requested = 0;
     hvd__engine.stalled = 0;
     hvd__index_free(&hvd__cache.by_name);

@@ -112,15 +112,23 @@ typedef enum {
 
 enum { HVD__NAME_MAX = 200 }; /* bytes of a name, NUL included */
 
-/* What every rank must agree on for a name. Fixed size, so it travels as
- * bytes between ranks. */
+/* What every rank must agree on for a name, and a fusion hint that need
+ * not agree. Fixed size, so it travels as bytes between ranks. */
 typedef struct {
     char name[HVD__NAME_MAX];
     int32_t kind, dtype, op, root;
     uint64_t count;
+    uint64_t follows; /* hvd__chain_link's hint; not matched; last field */
 } hvd__desc_t;
 
 const char *hvd__kind_name(int kind);
+
+/* What a rank knows of the allreduce it submitted last (fusion.c). */
+typedef struct {
+    const char *end; /* where its data ended, when it was in place */
+    int32_t dtype, op;
+    uint64_t hash;   /* of its name */
+} hvd__chain_t;
 
 struct hvd_handle {
     hvd__desc_t desc;
@@ -177,6 +185,7 @@ typedef struct {
     hvd_handle_t *incoming_tail;
     uint64_t nsubmitted;      /* requests queued so far: bursts end when
                                  it stops moving */
+    hvd__chain_t chain;       /* the last request queued, for its follower */
     hvd__index_t inflight;    /* every handle not yet done, for duplicates */
     _Atomic int waiters;      /* callers blocked in hvd_wait: no more
                                  requests are coming from them (changed
@@ -233,9 +242,24 @@ int hvd__coordinate(hvd__list_t *pending, int joined, hvd__plan_t *plan);
  * path must run again (to finish them, or to report them stalled). */
 int hvd__coordinator_waiting(void);
 void hvd__coordinator_free(void);
+/* A response for ndescs names (left zero) at the end of plan; NULL when
+ * out of memory. */
+hvd__response_t *hvd__plan_add(hvd__plan_t *plan, int status, int ndescs);
+
+/* ---- fusion (fusion.c) ---- */
 /* Appends descs to plan as responses: consecutive allreduces of one dtype
- * and op are fused up to HVD_FUSION_THRESHOLD; everything else alone. */
+ * and op are fused up to HVD_FUSION_THRESHOLD when both are small or the
+ * second follows the first (hvd__chain_link); everything else alone. */
 int hvd__plan_group(const hvd__desc_t *descs, size_t n, hvd__plan_t *plan);
+/* A name's 64-bit hash, never 0. */
+uint64_t hvd__name_hash(const char *name);
+/* Sets desc->follows to the hash of the previous request's name when this
+ * allreduce is in place and starts where that one, also in place and of
+ * the same dtype and op, ended (else 0), and makes desc the previous. */
+void hvd__chain_link(hvd__chain_t *chain, hvd__desc_t *desc,
+                     const void *sendbuf, const void *recvbuf);
+/* Whether a and b agree on everything but the hint. */
+int hvd__desc_same(const hvd__desc_t *a, const hvd__desc_t *b);
 
 /* Byte encodings of what ranks exchange; decode checks every length and
  * field, so a corrupt message is an error, not a crash. */
