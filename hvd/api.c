@@ -2,6 +2,7 @@
  * the collectives, which only check their arguments, describe the request
  * and queue it for the engine thread (hvd/engine.c). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include "hvd/hvd_internal.h"
@@ -106,6 +107,12 @@ int hvd_init(int *argc, char ***argv)
         /* Before the engine thread starts, which then inherits it. */
         hvd__bind(hvd__engine.config.bind, t->local_rank[rank],
                   t->node_size[t->node_idx[rank]], place, sizeof place);
+        hvd__engine.shares_core = hvd__engine.own_cores && hvd__single_pu();
+        if (hvd__engine.shares_core) {
+            size_t used = strlen(place);
+            snprintf(place + used, sizeof place - used,
+                     "; engine at idle priority");
+        }
         status = hvd__topology_log(place);
     }
     if (status == HVD_OK) status = hvd__execute_init(hvd__topo.nnodes);
@@ -233,7 +240,11 @@ int hvd_poll(hvd_handle_t handle)
     pthread_mutex_lock(&hvd__engine.mu);
     int done = handle->done;
     pthread_mutex_unlock(&hvd__engine.mu);
-    if (!done) return 0;
+    if (!done) {
+        /* A caller polling in a loop must leave the engine its core. */
+        if (hvd__engine.shares_core) sched_yield();
+        return 0;
+    }
     return handle->status == HVD_OK ? 1 : handle->status;
 }
 

@@ -19,12 +19,13 @@
  * ours, and core/numa binding is to the cores nearest that device
  * (hwloc's cudart helper) instead of a share of the node.
  */
-#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT, SCHED_IDLE */
 #include <hwloc.h>
 #if HVD_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <hwloc/cudart.h>
 #endif
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -133,6 +134,26 @@ int hvd__enough_cores(int local_size)
            CPU_COUNT(&set) >= local_size;
 #else
     (void)local_size;
+    return 0;
+#endif
+}
+
+int hvd__single_pu(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1;
+#else
+    return 0;
+#endif
+}
+
+int hvd__idle_priority(void)
+{
+#ifdef SCHED_IDLE
+    struct sched_param param = {0};
+    return pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) == 0;
+#else
     return 0;
 #endif
 }

@@ -456,6 +456,16 @@ static void *hvd__engine_main(void *arg)
 #ifdef PR_SET_TIMERSLACK
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* 1 us; see hvd__mpi_wait */
 #endif
+    /* Sharing one core with training, the engine can only get ahead by
+     * preempting it, and gains nothing by it: what it waits for is the
+     * other ranks, and its own work is the same CPU work later. Each
+     * wake-up and each collective run mid-backward slowed that rank's
+     * backward, so its peers waited for it: a 2-rank mlp ran 130k
+     * images/s, 145k with the engine at idle priority, running only while
+     * training waits (bench/README.md). */
+    if (hvd__engine.shares_core && !hvd__idle_priority())
+        hvd__log(HVD__LOG_WARNING, "the engine thread could not take the "
+                 "idle scheduling class; it may preempt training");
     hvd__loop_t loop = {0};
     int status = HVD_OK;
     double period = hvd__engine.config.cycle_time_s;

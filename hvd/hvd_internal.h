@@ -55,6 +55,12 @@ enum { HVD__PLACE_MAX = 384 }; /* bytes of one rank's place, NUL included */
 /* Whether the PUs this process may run on (before hvd__bind narrows them)
  * number at least local_size. */
 int hvd__enough_cores(int local_size);
+/* Whether this process may run on one PU only (after hvd__bind). */
+int hvd__single_pu(void);
+/* Gives the calling thread the idle scheduling class (Linux SCHED_IDLE):
+ * it then runs only when nothing else wants its core. 0 where that
+ * cannot be done. */
+int hvd__idle_priority(void);
 /* Binds this process to its local rank's share of the node (HVD_BIND),
  * first making its GPU current in a CUDA build, and describes the result
  * in place (nbytes): "device cpu, core 1 of 2 (PUs 1)". A failed binding
@@ -191,6 +197,9 @@ typedef struct {
                                  requests are coming from them (changed
                                  under mu; the engine also reads it
                                  without, see hvd__mpi_wait) */
+    int shares_core;          /* set before the engine starts: this rank
+                                 runs on one PU, the engine's too, and the
+                                 node has a PU per rank (engine_main) */
     int own_cores;            /* set before the engine starts: this node
                                  has a core for each of its ranks */
     int shutdown_requested;

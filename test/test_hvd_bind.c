@@ -9,8 +9,13 @@
  *   numa     each rank's set is its NUMA node's PUs (the whole node on a
  *            single-node machine).
  * The core and NUMA counts come from hwloc, the sets from the kernel.
+ * Whatever the mode, the engine thread has the idle scheduling class
+ * exactly when the rank ended on one PU while the node had one for each
+ * local rank (it shares the PU with training, hvd/engine.c), and a caller
+ * spinning on hvd_poll still sees its allreduce finish.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <hwloc.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -18,6 +23,43 @@
 #include <mpi.h>
 #include "hvd/hvd.h"
 #include "test/test.h"
+
+/* Threads of this process in the SCHED_IDLE class. */
+static int idle_threads(void)
+{
+    DIR *dir = opendir("/proc/self/task");
+    int n = 0;
+    for (struct dirent *e; dir && (e = readdir(dir));)
+        if (e->d_name[0] != '.' &&
+            sched_getscheduler((pid_t)atoi(e->d_name)) == SCHED_IDLE)
+            n++;
+    if (dir) closedir(dir);
+    return n;
+}
+
+/* An allreduce waited for by spinning on hvd_poll, as a caller that
+ * overlaps its own work would. */
+static void spin_on_poll(void)
+{
+    enum { N = 4096 };
+    static float x[N];
+    for (int i = 0; i < N; i++) x[i] = (float)(hvd_rank() + i);
+    hvd_handle_t h;
+    TEST_EQ(hvd_allreduce_async(x, x, N, HVD_FLOAT32, HVD_SUM, "bind.poll",
+                                &h), HVD_OK);
+    int done;
+    long polls = 0;
+    double t0 = MPI_Wtime();
+    while ((done = hvd_poll(h)) == 0) polls++;
+    TEST_EQ(done, 1);
+    TEST_EQ(hvd_wait(h), HVD_OK);
+    int size = hvd_size();
+    for (int i = 0; i < N; i += 511)
+        TEST_EQ(x[i], (float)(size * (size - 1) / 2 + size * i));
+    if (hvd_rank() == 0)
+        printf("hvd_poll: done after %ld polls, %.1f ms\n", polls,
+               (MPI_Wtime() - t0) * 1e3);
+}
 
 int main(int argc, char **argv)
 {
@@ -81,6 +123,8 @@ int main(int argc, char **argv)
         MPI_Comm_free(&node);
     }
     hwloc_topology_destroy(topo);
+    TEST_EQ(idle_threads(), n == 1 && CPU_COUNT(&before) >= local_size);
+    spin_on_poll();
     TEST_EQ(hvd_shutdown(), HVD_OK);
     return test_exit_code();
 }
