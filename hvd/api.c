@@ -102,18 +102,19 @@ int hvd_init(int *argc, char ***argv)
         const hvd__topo_t *t = &hvd__topo;
         int rank = hvd__engine.rank;
         char place[HVD__PLACE_MAX];
-        hvd__engine.own_cores =
-            hvd__enough_cores(t->node_size[t->node_idx[rank]]);
+        int local_size = t->node_size[t->node_idx[rank]], single;
         /* Before the engine thread starts, which then inherits it. */
-        hvd__bind(hvd__engine.config.bind, t->local_rank[rank],
-                  t->node_size[t->node_idx[rank]], place, sizeof place);
-        hvd__engine.shares_core = hvd__engine.own_cores && hvd__single_pu();
+        hvd__bind(hvd__engine.config.bind, t->local_rank[rank], local_size,
+                  place, sizeof place);
+        status = hvd__own_pus(hvd__engine.comm, t->node_idx, local_size,
+                              &hvd__engine.own_cores, &single);
+        hvd__engine.shares_core = hvd__engine.own_cores && single;
         if (hvd__engine.shares_core) {
             size_t used = strlen(place);
             snprintf(place + used, sizeof place - used,
                      "; engine at idle priority");
         }
-        status = hvd__topology_log(place);
+        if (status == HVD_OK) status = hvd__topology_log(place);
     }
     if (status == HVD_OK) status = hvd__execute_init(hvd__topo.nnodes);
     if (status == HVD_OK && hvd__engine.rank == 0 &&

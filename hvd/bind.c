@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "hvd/hvd_internal.h"
 
@@ -124,28 +125,39 @@ static void hvd__bind_in(hwloc_topology_t topo, hvd__bind_t mode,
     hwloc_bitmap_free(set);
 }
 
-/* The affinity mask, not a second hwloc topology (hvd__bind loads one:
- * ~5 ms each here). Elsewhere than Linux: no, so the engine naps. */
-int hvd__enough_cores(int local_size)
+/* The affinity masks, not a second hwloc topology (hvd__bind loads one:
+ * ~5 ms each here). Elsewhere than Linux: no and no, so the engine naps. */
+int hvd__own_pus(MPI_Comm comm, const int *node_idx, int local_size,
+                 int *own, int *single)
 {
+    *own = *single = 0;
 #ifdef __linux__
-    cpu_set_t set;
-    return sched_getaffinity(0, sizeof set, &set) == 0 &&
-           CPU_COUNT(&set) >= local_size;
+    int rank, size, overlap = 0;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    cpu_set_t mine, both, *all = malloc((size_t)size * sizeof *all);
+    if (!all) return HVD_ERR_NOMEM;
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_ZERO(&mine);
+    if (MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all,
+                      (int)sizeof mine, MPI_BYTE, comm) != MPI_SUCCESS) {
+        free(all);
+        return HVD_ERR_MPI;
+    }
+    for (int r = 0; r < size; r++) {
+        if (r == rank || node_idx[r] != node_idx[rank]) continue;
+        CPU_AND(&both, &mine, &all[r]);
+        overlap |= CPU_COUNT(&both) > 0;
+    }
+    free(all);
+    int n = CPU_COUNT(&mine);
+    *own = n > 0 && (!overlap || n >= local_size);
+    *single = n == 1;
 #else
+    (void)comm;
+    (void)node_idx;
     (void)local_size;
-    return 0;
 #endif
-}
-
-int hvd__single_pu(void)
-{
-#ifdef __linux__
-    cpu_set_t set;
-    return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) == 1;
-#else
-    return 0;
-#endif
+    return HVD_OK;
 }
 
 int hvd__idle_priority(void)

@@ -52,11 +52,13 @@ void hvd__config_print(void);
 
 /* ---- placement (bind.c) ---- */
 enum { HVD__PLACE_MAX = 384 }; /* bytes of one rank's place, NUL included */
-/* Whether the PUs this process may run on (before hvd__bind narrows them)
- * number at least local_size. */
-int hvd__enough_cores(int local_size);
-/* Whether this process may run on one PU only (after hvd__bind). */
-int hvd__single_pu(void);
+/* Collective over comm, after hvd__bind; node_idx[r] is rank r's node.
+ * own: no other rank of this node may run where this one may, or
+ * (launched unbound) they share at least a PU each, so that this rank's
+ * engine can poll without taking a core another rank computes on.
+ * single: this rank may run on one PU only. */
+int hvd__own_pus(MPI_Comm comm, const int *node_idx, int local_size,
+                 int *own, int *single);
 /* Gives the calling thread the idle scheduling class (Linux SCHED_IDLE):
  * it then runs only when nothing else wants its core. 0 where that
  * cannot be done. */
@@ -198,10 +200,10 @@ typedef struct {
                                  under mu; the engine also reads it
                                  without, see hvd__mpi_wait) */
     int shares_core;          /* set before the engine starts: this rank
-                                 runs on one PU, the engine's too, and the
-                                 node has a PU per rank (engine_main) */
-    int own_cores;            /* set before the engine starts: this node
-                                 has a core for each of its ranks */
+                                 runs on one PU of its own, the engine's
+                                 thread too (engine_main) */
+    int own_cores;            /* set before the engine starts: this rank's
+                                 PUs are its own (hvd__own_pus) */
     int shutdown_requested;
     int stalled;              /* HVD_ERR_STALL: every later call fails */
 } hvd__engine_t;

@@ -8,11 +8,14 @@
  *            cores each rank has exactly one core's PUs;
  *   numa     each rank's set is its NUMA node's PUs (the whole node on a
  *            single-node machine).
+ *   launcher the test binds each rank to one PU before hvd_init, as
+ *            mpirun --bind-to core would: hvd_init leaves it there.
  * The core and NUMA counts come from hwloc, the sets from the kernel.
  * Whatever the mode, the engine thread has the idle scheduling class
- * exactly when the rank ended on one PU while the node had one for each
- * local rank (it shares the PU with training, hvd/engine.c), and a caller
- * spinning on hvd_poll still sees its allreduce finish.
+ * exactly when the rank ended on one PU that no other local rank runs on,
+ * or while the node had one for each local rank (it shares the PU with
+ * training, hvd/engine.c), and a caller spinning on hvd_poll still sees
+ * its allreduce finish.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -61,14 +64,41 @@ static void spin_on_poll(void)
                (MPI_Wtime() - t0) * 1e3);
 }
 
+/* Binds the calling thread to one PU of its set, PU (local rank mod
+ * count), as a launcher would bind each rank before hvd_init. */
+static int bind_like_launcher(cpu_set_t *set)
+{
+    MPI_Comm node;
+    int local, have = 0, at = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+                        MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    int pick = local % CPU_COUNT(set);
+    for (int cpu = 0; cpu < CPU_SETSIZE && !have; cpu++)
+        if (CPU_ISSET(cpu, set) && at++ == pick) {
+            CPU_ZERO(set);
+            CPU_SET(cpu, set);
+            have = 1;
+        }
+    return have && sched_setaffinity(0, sizeof *set, set) == 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "default";
-    if (strcmp(mode, "default") != 0) setenv("HVD_BIND", mode, 1);
+    int launcher = !strcmp(mode, "launcher"), provided;
+    if (strcmp(mode, "default") != 0 && !launcher)
+        setenv("HVD_BIND", mode, 1);
     cpu_set_t before, after;
     CPU_ZERO(&before);
     CPU_ZERO(&after);
     if (sched_getaffinity(0, sizeof before, &before) != 0)
+        return TEST_HARD_ERROR;
+    if (launcher &&
+        (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) !=
+             MPI_SUCCESS ||
+         !bind_like_launcher(&before)))
         return TEST_HARD_ERROR;
     if (hvd_init(&argc, &argv) != HVD_OK) return TEST_HARD_ERROR;
     test_rank = hvd_rank();
@@ -85,7 +115,24 @@ int main(int argc, char **argv)
     int n = CPU_COUNT(&after);
     TEST_TRUE(n > 0);
 
-    if (!strcmp(mode, "none")) {
+    /* Whether no other local rank may run where this one may. */
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+                        MPI_INFO_NULL, &node);
+    cpu_set_t *sets = malloc((size_t)local_size * sizeof *sets);
+    if (!sets) return TEST_HARD_ERROR;
+    MPI_Allgather(&after, (int)sizeof after, MPI_BYTE, sets,
+                  (int)sizeof after, MPI_BYTE, node);
+    MPI_Comm_free(&node);
+    int alone = 1;
+    for (int r = 0; r < local_size; r++) {
+        cpu_set_t both;
+        CPU_AND(&both, &after, &sets[r]);
+        if (r != local && CPU_COUNT(&both) > 0) alone = 0;
+    }
+    free(sets);
+
+    if (!strcmp(mode, "none") || launcher) {
         TEST_TRUE(CPU_EQUAL(&before, &after));
     } else if (!strcmp(mode, "numa")) {
         /* The rank's NUMA node holds its set exactly. */
@@ -100,31 +147,19 @@ int main(int argc, char **argv)
             if (CPU_ISSET(cpu, &after))
                 TEST_TRUE(hwloc_bitmap_isset(obj->cpuset, (unsigned)cpu));
     } else {
-        /* Whole cores: this rank's share, or one core when they run out. */
+        /* Whole cores: this rank's share, or one core when they run out;
+         * disjoint from every other local rank's while cores suffice. */
         int share = local_size <= cores ? (local + 1) * cores / local_size -
                                               local * cores / local_size
                                         : 1;
         TEST_EQ(n, share * pus_per_core);
-        /* Disjoint from every other local rank's while cores suffice. */
-        MPI_Comm node;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
-                            MPI_INFO_NULL, &node);
-        cpu_set_t *sets = malloc((size_t)local_size * sizeof *sets);
-        if (!sets) return TEST_HARD_ERROR;
-        MPI_Allgather(&after, (int)sizeof after, MPI_BYTE, sets,
-                      (int)sizeof after, MPI_BYTE, node);
-        for (int r = 0; local_size <= cores && r < local_size; r++) {
-            if (r == local) continue;
-            cpu_set_t both;
-            CPU_AND(&both, &after, &sets[r]);
-            TEST_EQ(CPU_COUNT(&both), 0);
-        }
-        free(sets);
-        MPI_Comm_free(&node);
+        if (local_size <= cores) TEST_TRUE(alone);
     }
     hwloc_topology_destroy(topo);
-    TEST_EQ(idle_threads(), n == 1 && CPU_COUNT(&before) >= local_size);
+    TEST_EQ(idle_threads(),
+            n == 1 && (alone || CPU_COUNT(&before) >= local_size));
     spin_on_poll();
     TEST_EQ(hvd_shutdown(), HVD_OK);
+    if (launcher) MPI_Finalize(); /* ours: hvd_init found MPI up */
     return test_exit_code();
 }
