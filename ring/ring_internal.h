@@ -36,8 +36,12 @@ extern "C" {
 void ring__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ring__log_mpi_error(int rc, const char *call, const char *file, int line);
 
-/* Argument checks shared by every collective; RING_OK or RING_ERR_ARG with a
- * message on stderr that names the bad argument. */
+/* RING_OK while MPI is up; else RING_ERR_STATE with a message naming func
+ * and whether MPI is not yet initialized or already finalized. */
+int ring__check_mpi_up(const char *func);
+/* Argument checks shared by every collective, MPI being up first; RING_OK,
+ * RING_ERR_STATE (above) or RING_ERR_ARG with a message on stderr that
+ * names the bad argument. */
 int ring__check_args(const char *func, const void *sendbuf, const void *recvbuf,
                      size_t count, ring_dtype_t dtype, ring_op_t op,
                      MPI_Comm comm);

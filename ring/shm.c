@@ -99,6 +99,7 @@ int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **out)
     MPI_Comm local = MPI_COMM_NULL;
     MPI_Info info = MPI_INFO_NULL;
     ring_shm_t *shm = NULL;
+    RING_CHECK(ring__check_mpi_up("ring_shm_create"));
     if (!out || comm == MPI_COMM_NULL || slab_bytes == 0) {
         ring__log("ring_shm_create: %s", !out ? "out is NULL"
                                          : slab_bytes == 0 ? "slab_bytes is 0"
@@ -169,6 +170,7 @@ int ring_shm_free(ring_shm_t **shmp)
     int status = RING_OK;
     ring_shm_t *shm = shmp ? *shmp : NULL;
     if (!shm) return RING_OK;
+    RING_CHECK(ring__check_mpi_up("ring_shm_free"));
     if (shm->win != MPI_WIN_NULL) RING_CHECK_MPI(MPI_Win_free(&shm->win));
     if (shm->comm != MPI_COMM_NULL) RING_CHECK_MPI(MPI_Comm_free(&shm->comm));
 out:

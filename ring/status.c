@@ -22,9 +22,10 @@ const char *ring_strerror(int status)
  * output from many ranks can still be told apart. */
 void ring__log(const char *fmt, ...)
 {
-    int rank = -1, up = 0;
+    int rank = -1, up = 0, down = 0;
     MPI_Initialized(&up);
-    if (up) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Finalized(&down);
+    if (up && !down) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "hvd[%d]: ", rank);
@@ -42,11 +43,24 @@ void ring__log_mpi_error(int rc, const char *call, const char *file, int line)
     ring__log("%s:%d: %s failed: %s", file, line, call, text);
 }
 
+int ring__check_mpi_up(const char *func)
+{
+    int up = 0, down = 0;
+    MPI_Initialized(&up); /* both may be called at any time */
+    MPI_Finalized(&down);
+    if (up && !down) return RING_OK;
+    ring__log("%s: MPI is %s", func,
+              down ? "finalized" : "not initialized (call MPI_Init first)");
+    return RING_ERR_STATE;
+}
+
 int ring__check_args(const char *func, const void *sendbuf, const void *recvbuf,
                      size_t count, ring_dtype_t dtype, ring_op_t op,
                      MPI_Comm comm)
 {
     const char *why = NULL;
+    int status = ring__check_mpi_up(func);
+    if (status != RING_OK) return status;
     if (comm == MPI_COMM_NULL)
         why = "comm is MPI_COMM_NULL";
     else if (ring_dtype_size(dtype) == 0)

@@ -451,6 +451,21 @@ static void test_hier(int per_node, const size_t *counts, size_t ncounts)
     MPI_Comm_free(&how.cross);
 }
 
+/* Every call refuses to run while MPI is down, saying so. */
+static void test_outside_mpi(const char *state)
+{
+    float x = 1;
+    ring_shm_t *shm = NULL;
+    TEST_SAYS(ring_allreduce(&x, &x, 1, RING_FLOAT32, RING_SUM,
+                             MPI_COMM_WORLD),
+              RING_ERR_STATE, state);
+    TEST_SAYS(ring_broadcast(&x, 1, RING_FLOAT32, 0, MPI_COMM_WORLD),
+              RING_ERR_STATE, state);
+    TEST_SAYS(ring_shm_create(MPI_COMM_WORLD, 4096, &shm), RING_ERR_STATE,
+              state);
+    TEST_TRUE(shm == NULL);
+}
+
 int main(int argc, char **argv)
 {
     int shm = 0, per_node = 0;
@@ -463,6 +478,7 @@ int main(int argc, char **argv)
             setenv("HVD_SHM_SEGMENT_BYTES", argv[++i], 1);
         }
     }
+    test_outside_mpi("MPI is not initialized (call MPI_Init first)");
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return TEST_HARD_ERROR;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -502,5 +518,6 @@ int main(int argc, char **argv)
                shm ? " --shm" : per_node ? " --hier" : "", size,
                any ? "FAIL" : "ok");
     MPI_Finalize();
+    test_outside_mpi("MPI is finalized");
     return test_exit_code();
 }
