@@ -192,7 +192,22 @@ expect_script() {
         rc=1
     fi
 }
-bench=${srcdir:-.}/bench
+top=${srcdir:-.} bench=${srcdir:-.}/bench
+# A PATH of the few tools the scripts below need up to their checks: with
+# a check broken, the script would stop at its first install, build or
+# MPI step (no dpkg-query, apt-get, make or mpirun) instead of doing it.
+mkdir "$dir/bin" || exit 99
+for tool in bash cat dirname getconf grep mount sed sh unshare; do
+    if path=$(command -v $tool); then
+        ln -s "$path" "$dir/bin/$tool" || exit 99
+    fi
+done
+for s in test install-deps; do
+    with PATH="$dir/bin" expect_script 2 "scripts/$s: takes no arguments \
+(got: --bogus x)" "$top/scripts/$s" --bogus x
+    with PATH="$dir/bin" expect_script 0 "scripts/$s: install" \
+        "$top/scripts/$s" --help
+done
 ct="compare_torch:"
 expect_script 2 "$ct --reps: \"x\" is not an integer >= 1" \
     "$bench/compare_torch.sh" --reps x
