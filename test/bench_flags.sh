@@ -237,6 +237,64 @@ with REPS=x expect_script 2 "$ct --reps: \"x\" is not an integer >= 1" \
 with MODELS=resnet expect_script 2 \
     "$ct --models: unknown model \"resnet\" (mlp, cnn)" \
     "$bench/compare_torch.sh"
+# expect_alone MESSAGE SCRIPT ARGS...: as expect_script 1 MESSAGE, and
+# MESSAGE is all the output: the script stopped there, having run nothing.
+expect_alone() {
+    expect_script 1 "$@"
+    if test "$(cat "$dir/out")" != "$1"; then
+        cat "$dir/out" >&2
+        shift
+        echo "FAIL: '$*' printed more than its message" >&2
+        rc=1
+    fi
+}
+# compare_torch.sh without what its runs need: each is found missing
+# before any run. Its tree is $tree, of links: first without train_fmnist,
+# then with a stand-in; mpirun, then a stand-in, on the PATH of $dir/bin.
+tree=$dir/ct abs_bench=$(cd "$bench" && pwd) && mkdir -p "$tree/bench" &&
+    ln -s "$abs_bench/compare_torch.sh" "$abs_bench/torch_fmnist.py" \
+        "$tree/bench/" || exit 99
+expect_alone "$ct $tree/examples/train_fmnist is not built: run \
+./configure && make in $tree" "$tree/bench/compare_torch.sh"
+mkdir "$tree/examples" && printf '#!/bin/sh\nexit 1\n' > "$dir/stub" &&
+    chmod +x "$dir/stub" && ln -s "$dir/stub" "$tree/examples/train_fmnist" ||
+    exit 99
+with PATH="$dir/bin" expect_alone "$ct mpirun not found (install \
+openmpi-bin)" "$tree/bench/compare_torch.sh"
+ln -s "$dir/stub" "$dir/bin/mpirun" || exit 99
+with PATH="$dir/bin" expect_alone "$ct Fashion-MNIST missing: no \
+$dir/nodata/train-images-idx3-ubyte.gz (Debian package \
+dataset-fashion-mnist; scripts/install-deps installs it)" \
+    "$tree/bench/compare_torch.sh" --data "$dir/nodata"
+# Its python is /usr/bin/python3, where Debian's python3-torch goes: in a
+# mount namespace of its own (root only), as_python3 FILE SCRIPT ARGS runs
+# SCRIPT with FILE there: one that cannot run, or the stand-in (no torch).
+script_tiny_fmnist "$dir/tiny"
+cat > "$dir/as_python3" << 'EOF' || exit 99
+#!/bin/sh
+exec unshare -m sh -c \
+    'mount --bind "$1" /usr/bin/python3 && shift && exec sh "$@"' sh "$@"
+EOF
+: > "$dir/noexec" || exit 99
+if sh "$dir/as_python3" "$dir/stub" /dev/null 2> /dev/null; then
+    for py in noexec stub; do
+        case $py in
+        noexec) want="/usr/bin/python3 not found (Debian's python3)" ;;
+        stub) want="/usr/bin/python3 cannot import torch and --no-install \
+was given (apt-get install python3-torch)" ;;
+        esac
+        with PATH="$dir/bin" expect_alone "$ct $want" \
+            "$dir/as_python3" "$dir/$py" "$tree/bench/compare_torch.sh" \
+            --data "$dir/tiny" --no-install
+    done
+    with PATH="$dir/bin" expect_alone "$ct /usr/bin/python3 cannot \
+import torch and there is no apt-get to install python3-torch" \
+        "$dir/as_python3" "$dir/stub" "$tree/bench/compare_torch.sh" \
+        --data "$dir/tiny"
+else
+    echo "note: no mount namespace here (unshare -m needs root);" \
+        "compare_torch.sh without python3 or torch is not tried"
+fi
 expect_script 2 "usage: $bench/plot.sh IN.txt OUT.png" "$bench/plot.sh" x
 expect_script 2 "usage: $bench/plot_training.sh LOG [LOG...] OUT.png" \
     "$bench/plot_training.sh" x
