@@ -197,7 +197,7 @@ top=${srcdir:-.} bench=${srcdir:-.}/bench
 # a check broken, the script would stop at its first install, build or
 # MPI step (no dpkg-query, apt-get, make or mpirun) instead of doing it.
 mkdir "$dir/bin" || exit 99
-for tool in bash cat dirname getconf grep mount sed sh unshare; do
+for tool in bash cat dirname getconf grep id mount sed sh unshare; do
     if path=$(command -v $tool); then
         ln -s "$path" "$dir/bin/$tool" || exit 99
     fi
@@ -344,4 +344,19 @@ expect_script 99 "testbed: agent: 10.9.9.9 is not a test bed host" \
     "${srcdir:-.}/test/netns/testbed.sh" agent 10.9.9.9 true
 expect_script 2 "usage: ${srcdir:-.}/test/slurm/start-local-slurm.sh \
 start|stop|status (state in" "${srcdir:-.}/test/slurm/start-local-slurm.sh"
+# Their environment; start-local-slurm.sh under the PATH of $dir/bin, where
+# with its check broken it would stop at once (no hostname), not install.
+bed=${srcdir:-.}/test/netns/testbed.sh
+with TESTBED_SLOTS=0 expect_script 99 "testbed: TESTBED_SLOTS is 1 to 99, \
+not '0'" "$bed" run true
+with TESTBED_MPIRUN=false expect_script 99 "testbed: TESTBED_MPIRUN 'false' \
+is not Open MPI's mpirun (the bed starts ranks through its rsh agent)" \
+    "$bed" run true
+slurm=${srcdir:-.}/test/slurm/start-local-slurm.sh old_path=$PATH
+PATH=$dir/bin
+with HVD_SLURM_PORT=65535 expect_script 2 "start-local-slurm: \
+HVD_SLURM_PORT is 1 to 65534, not '65535'" "$slurm" start
+with HVD_SLURM_WAIT=x expect_script 2 "start-local-slurm: HVD_SLURM_WAIT \
+is 1 to 86400, not 'x'" "$slurm" start
+PATH=$old_path
 script_finish bench_flags
