@@ -324,6 +324,32 @@ expect_script 1 "summarize.py" "$bench/summarize.py"
 expect_script 1 "summarize.py: no common sizes (not --compare output?)" \
     "$bench/summarize.py" "$dir/log.txt"
 
+# scripts/quickstart and the sbatch scripts pass their arguments to
+# train_fmnist. quickstart runs in a tree of links whose install-deps,
+# configure and Makefile do nothing, so only its mpirun (MPIRUN, first on
+# PATH) is real; the sbatch scripts get a stand-in srun that drops its
+# flags and runs the rest, from this build folder.
+qs=$dir/qs && mkdir -p "$qs/scripts" "$qs/examples" "$dir/run" &&
+    ln -s "$(cd "$top/scripts" && pwd)/quickstart" "$qs/scripts/" &&
+    ln -s "${abs_top_builddir:-$(pwd)}/examples/train_fmnist" \
+        "$qs/examples/" &&
+    : > "$qs/scripts/install-deps" && ln -s "$dir/stub" "$qs/configure" &&
+    echo "all:" > "$qs/Makefile" &&
+    ln -s "$(command -v "$MPIRUN")" "$dir/run/mpirun" || exit 99
+cat > "$dir/run/srun" << 'EOF' && chmod +x "$dir/run/srun" || exit 99
+#!/bin/sh
+while test "${1#--}" != "$1"; do shift; done
+exec "$@"
+EOF
+old_path=$PATH PATH=$dir/run:$PATH
+tf_bogus='train_fmnist: unknown flag "--bogus"'
+expect_script 2 "$tf_bogus" "$qs/scripts/quickstart" --bogus
+for s in 1node multinode; do
+    with SLURM_CPUS_PER_TASK=1 expect_script 2 "$tf_bogus" \
+        "$top/examples/slurm/train_fmnist_$s.sbatch" --bogus
+done
+PATH=$old_path
+
 # The test scripts' own inputs.
 echo 2 > "$dir/bad.spec"
 expect_script 99 "$dir/bad.spec: want 'NP PROGRAM [ARGS...]'" \
