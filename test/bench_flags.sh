@@ -4,7 +4,10 @@
 # benchmark of examples/) and the training programs (train_fmnist,
 # train_cifar10: one parser) exit 2 with the message of test/README.md's
 # bad-input table; so do bench/compare_torch.sh and the plots' scripts,
-# run directly.
+# run directly. The other scripts, run directly too: scripts/test and
+# install-deps with arguments, quickstart and examples/slurm/ passing a bad
+# flag to train_fmnist, compare_torch.sh without what it needs, and the
+# test scripts' bad input and environment; each stops before any install.
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # shellcheck source=test/script_lib.sh
 . "${srcdir:-.}/test/script_lib.sh"
@@ -192,7 +195,22 @@ expect_script() {
         rc=1
     fi
 }
-bench=${srcdir:-.}/bench
+top=${srcdir:-.} bench=${srcdir:-.}/bench
+# A PATH of the few tools the scripts below need up to their checks: with
+# a check broken, the script would stop at its first install, build or
+# MPI step (no dpkg-query, apt-get, make or mpirun) instead of doing it.
+mkdir "$dir/bin" || exit 99
+for tool in bash cat dirname getconf grep id mount sed sh unshare; do
+    if path=$(command -v $tool); then
+        ln -s "$path" "$dir/bin/$tool" || exit 99
+    fi
+done
+for s in test install-deps; do
+    with PATH="$dir/bin" expect_script 2 "scripts/$s: takes no arguments \
+(got: --bogus x)" "$top/scripts/$s" --bogus x
+    with PATH="$dir/bin" expect_script 0 "scripts/$s: install" \
+        "$top/scripts/$s" --help
+done
 ct="compare_torch:"
 expect_script 2 "$ct --reps: \"x\" is not an integer >= 1" \
     "$bench/compare_torch.sh" --reps x
@@ -222,6 +240,64 @@ with REPS=x expect_script 2 "$ct --reps: \"x\" is not an integer >= 1" \
 with MODELS=resnet expect_script 2 \
     "$ct --models: unknown model \"resnet\" (mlp, cnn)" \
     "$bench/compare_torch.sh"
+# expect_alone MESSAGE SCRIPT ARGS...: as expect_script 1 MESSAGE, and
+# MESSAGE is all the output: the script stopped there, having run nothing.
+expect_alone() {
+    expect_script 1 "$@"
+    if test "$(cat "$dir/out")" != "$1"; then
+        cat "$dir/out" >&2
+        shift
+        echo "FAIL: '$*' printed more than its message" >&2
+        rc=1
+    fi
+}
+# compare_torch.sh without what its runs need: each is found missing
+# before any run. Its tree is $tree, of links: first without train_fmnist,
+# then with a stand-in; mpirun, then a stand-in, on the PATH of $dir/bin.
+tree=$dir/ct abs_bench=$(cd "$bench" && pwd) && mkdir -p "$tree/bench" &&
+    ln -s "$abs_bench/compare_torch.sh" "$abs_bench/torch_fmnist.py" \
+        "$tree/bench/" || exit 99
+expect_alone "$ct $tree/examples/train_fmnist is not built: run \
+./configure && make in $tree" "$tree/bench/compare_torch.sh"
+mkdir "$tree/examples" && printf '#!/bin/sh\nexit 1\n' > "$dir/stub" &&
+    chmod +x "$dir/stub" && ln -s "$dir/stub" "$tree/examples/train_fmnist" ||
+    exit 99
+with PATH="$dir/bin" expect_alone "$ct mpirun not found (install \
+openmpi-bin)" "$tree/bench/compare_torch.sh"
+ln -s "$dir/stub" "$dir/bin/mpirun" || exit 99
+with PATH="$dir/bin" expect_alone "$ct Fashion-MNIST missing: no \
+$dir/nodata/train-images-idx3-ubyte.gz (Debian package \
+dataset-fashion-mnist; scripts/install-deps installs it)" \
+    "$tree/bench/compare_torch.sh" --data "$dir/nodata"
+# Its python is /usr/bin/python3, where Debian's python3-torch goes: in a
+# mount namespace of its own (root only), as_python3 FILE SCRIPT ARGS runs
+# SCRIPT with FILE there: one that cannot run, or the stand-in (no torch).
+script_tiny_fmnist "$dir/tiny"
+cat > "$dir/as_python3" << 'EOF' || exit 99
+#!/bin/sh
+exec unshare -m sh -c \
+    'mount --bind "$1" /usr/bin/python3 && shift && exec sh "$@"' sh "$@"
+EOF
+: > "$dir/noexec" || exit 99
+if sh "$dir/as_python3" "$dir/stub" /dev/null 2> /dev/null; then
+    for py in noexec stub; do
+        case $py in
+        noexec) want="/usr/bin/python3 not found (Debian's python3)" ;;
+        stub) want="/usr/bin/python3 cannot import torch and --no-install \
+was given (apt-get install python3-torch)" ;;
+        esac
+        with PATH="$dir/bin" expect_alone "$ct $want" \
+            "$dir/as_python3" "$dir/$py" "$tree/bench/compare_torch.sh" \
+            --data "$dir/tiny" --no-install
+    done
+    with PATH="$dir/bin" expect_alone "$ct /usr/bin/python3 cannot \
+import torch and there is no apt-get to install python3-torch" \
+        "$dir/as_python3" "$dir/stub" "$tree/bench/compare_torch.sh" \
+        --data "$dir/tiny"
+else
+    echo "note: no mount namespace here (unshare -m needs root);" \
+        "compare_torch.sh without python3 or torch is not tried"
+fi
 expect_script 2 "usage: $bench/plot.sh IN.txt OUT.png" "$bench/plot.sh" x
 expect_script 2 "usage: $bench/plot_training.sh LOG [LOG...] OUT.png" \
     "$bench/plot_training.sh" x
@@ -251,6 +327,32 @@ expect_script 1 "summarize.py" "$bench/summarize.py"
 expect_script 1 "summarize.py: no common sizes (not --compare output?)" \
     "$bench/summarize.py" "$dir/log.txt"
 
+# scripts/quickstart and the sbatch scripts pass their arguments to
+# train_fmnist. quickstart runs in a tree of links whose install-deps,
+# configure and Makefile do nothing, so only its mpirun (MPIRUN, first on
+# PATH) is real; the sbatch scripts get a stand-in srun that drops its
+# flags and runs the rest, from this build folder.
+qs=$dir/qs && mkdir -p "$qs/scripts" "$qs/examples" "$dir/run" &&
+    ln -s "$(cd "$top/scripts" && pwd)/quickstart" "$qs/scripts/" &&
+    ln -s "${abs_top_builddir:-$(pwd)}/examples/train_fmnist" \
+        "$qs/examples/" &&
+    : > "$qs/scripts/install-deps" && ln -s "$dir/stub" "$qs/configure" &&
+    echo "all:" > "$qs/Makefile" &&
+    ln -s "$(command -v "$MPIRUN")" "$dir/run/mpirun" || exit 99
+cat > "$dir/run/srun" << 'EOF' && chmod +x "$dir/run/srun" || exit 99
+#!/bin/sh
+while test "${1#--}" != "$1"; do shift; done
+exec "$@"
+EOF
+old_path=$PATH PATH=$dir/run:$PATH
+tf_bogus='train_fmnist: unknown flag "--bogus"'
+expect_script 2 "$tf_bogus" "$qs/scripts/quickstart" --bogus
+for s in 1node multinode; do
+    with SLURM_CPUS_PER_TASK=1 expect_script 2 "$tf_bogus" \
+        "$top/examples/slurm/train_fmnist_$s.sbatch" --bogus
+done
+PATH=$old_path
+
 # The test scripts' own inputs.
 echo 2 > "$dir/bad.spec"
 expect_script 99 "$dir/bad.spec: want 'NP PROGRAM [ARGS...]'" \
@@ -271,4 +373,19 @@ expect_script 99 "testbed: agent: 10.9.9.9 is not a test bed host" \
     "${srcdir:-.}/test/netns/testbed.sh" agent 10.9.9.9 true
 expect_script 2 "usage: ${srcdir:-.}/test/slurm/start-local-slurm.sh \
 start|stop|status (state in" "${srcdir:-.}/test/slurm/start-local-slurm.sh"
+# Their environment; start-local-slurm.sh under the PATH of $dir/bin, where
+# with its check broken it would stop at once (no hostname), not install.
+bed=${srcdir:-.}/test/netns/testbed.sh
+with TESTBED_SLOTS=0 expect_script 99 "testbed: TESTBED_SLOTS is 1 to 99, \
+not '0'" "$bed" run true
+with TESTBED_MPIRUN=false expect_script 99 "testbed: TESTBED_MPIRUN 'false' \
+is not Open MPI's mpirun (the bed starts ranks through its rsh agent)" \
+    "$bed" run true
+slurm=${srcdir:-.}/test/slurm/start-local-slurm.sh old_path=$PATH
+PATH=$dir/bin
+with HVD_SLURM_PORT=65535 expect_script 2 "start-local-slurm: \
+HVD_SLURM_PORT is 1 to 65534, not '65535'" "$slurm" start
+with HVD_SLURM_WAIT=x expect_script 2 "start-local-slurm: HVD_SLURM_WAIT \
+is 1 to 86400, not 'x'" "$slurm" start
+PATH=$old_path
 script_finish bench_flags

@@ -26,7 +26,8 @@
 #
 # Requires root (or CAP_SYS_ADMIN and CAP_NET_ADMIN), iproute2's ip,
 # util-linux's unshare, and Open MPI (the agent is its plm_rsh_agent).
-# Environment: TESTBED_MPIRUN (mpirun), TESTBED_SLOTS (2).
+# Environment: TESTBED_MPIRUN (mpirun: Open MPI's), TESTBED_SLOTS (1 to 99;
+# 2); setup and run exit 99 when one is not.
 # Two beds cannot be up at once: callers that may run beside another (make
 # check on a shared machine) hold a lock around setup ... teardown.
 
@@ -38,6 +39,19 @@ self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 die() {
     echo "testbed: $*" >&2
     exit 99
+}
+
+# check_env: run's settings, checked before a bed is made or used: a bad
+# one would otherwise show as an error of mpirun inside the bed.
+check_env() {
+    slots=${TESTBED_SLOTS:-2} mpirun=${TESTBED_MPIRUN:-mpirun}
+    case $slots in
+    [1-9] | [1-9][0-9]) ;;
+    *) die "TESTBED_SLOTS is 1 to 99, not '$slots'" ;;
+    esac
+    "$mpirun" --version 2>&1 | grep -q "Open MPI" ||
+        die "TESTBED_MPIRUN '$mpirun' is not Open MPI's mpirun (the bed" \
+            "starts ranks through its rsh agent)"
 }
 
 # The hosts that are up, one name a line.
@@ -73,6 +87,7 @@ setup() {
     [2-9] | [1-9][0-9]) ;;
     *) die "setup: NHOSTS is 2 to 99, not '$n'" ;;
     esac
+    check_env
     for tool in ip unshare; do
         command -v $tool > /dev/null 2>&1 ||
             { echo "testbed: no $tool on this machine" >&2; exit 77; }
@@ -118,16 +133,17 @@ agent() {
 }
 
 run() {
+    check_env
     list=$(hosts)
     test -n "$list" || die "run: no hosts: run '$0 setup' first"
     case $self in *" "*) die "run: Open MPI splits the agent's path at spaces: $self" ;; esac
     spec=
     for ns in $list; do
-        spec="$spec${spec:+,}$net.$((${ns#"$name"} + 10)):${TESTBED_SLOTS:-2}"
+        spec="$spec${spec:+,}$net.$((${ns#"$name"} + 10)):$slots"
     done
     # Daemons and ranks talk over the bed's network only: tcp between
     # nodes, vader (shared memory) within one.
-    exec ip netns exec "$head" "${TESTBED_MPIRUN:-mpirun}" \
+    exec ip netns exec "$head" "$mpirun" \
         --allow-run-as-root --mca plm_rsh_agent "sh $self agent" \
         --mca oob_tcp_if_include "$net.0/24" \
         --mca btl tcp,self,vader --mca btl_tcp_if_include "$net.0/24" \

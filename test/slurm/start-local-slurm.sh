@@ -23,16 +23,28 @@
 # Clients find the cluster through SLURM_CONF, which start prints:
 #   eval "$(test/slurm/start-local-slurm.sh start | grep ^export)"
 #
-# Exit: 0 done; 1 a daemon failed (the logs' tails are printed); 2 usage;
-# 3 the packages are missing and cannot be installed here.
-# Environment: HVD_SLURM_DIR, HVD_SLURM_PORT, HVD_SLURM_WAIT (seconds to
-# wait for the node, 60).
+# Exit: 0 done; 1 a daemon failed (the logs' tails are printed); 2 usage,
+# or HVD_SLURM_PORT or HVD_SLURM_WAIT out of range; 3 the packages are
+# missing and cannot be installed here.
+# Environment: HVD_SLURM_DIR, HVD_SLURM_PORT (1 to 65534), HVD_SLURM_WAIT
+# (seconds to wait for the node, 1 to 86400; 60).
 set -euo pipefail
 
 state=${HVD_SLURM_DIR:-${TMPDIR:-/tmp}/hvd-slurm-$(id -u)}
 conf=$state/slurm.conf
 socket=$state/munge/munge.socket
 wait_s=${HVD_SLURM_WAIT:-60}
+first_port=${HVD_SLURM_PORT:-6817}
+# Bash arithmetic would take any text as an expression, and a bad port
+# would show only in slurmctld's log: both are checked before anything runs.
+need_count() {
+    if ! [[ $2 =~ ^[1-9][0-9]{0,5}$ ]] || (($2 > $3)); then
+        echo "start-local-slurm: $1 is 1 to $3, not '$2'" >&2
+        exit 2
+    fi
+}
+need_count HVD_SLURM_PORT "$first_port" 65534
+need_count HVD_SLURM_WAIT "$wait_s" 86400
 node=$(hostname -s)
 # libpmix-dev: Debian's mpi/pmix plugin dlopens pmix2/lib/libpmix.so,
 # which only that package ships; without it srun --mpi=list still shows
@@ -117,12 +129,12 @@ port_free() {
 }
 
 write_conf() {
-    local port=${HVD_SLURM_PORT:-6817} tries=0 hw
+    local port=$first_port tries=0 hw
     until port_free "$port" && port_free $((port + 1)); do
         port=$((port + 2))
         tries=$((tries + 1))
         [ $tries -lt 50 ] || fail "no two free TCP ports from" \
-            "${HVD_SLURM_PORT:-6817} to $port"
+            "$first_port to $port"
     done
     # slurmd -C describes this host as slurm.conf wants it: CPUs, sockets,
     # cores, threads and memory. A node configured with more than it has
