@@ -160,12 +160,15 @@ int hvd__own_pus(MPI_Comm comm, const int *node_idx, int local_size,
     return HVD_OK;
 }
 
-int hvd__idle_priority(void)
+int hvd__idle_priority(pthread_t thread, int idle)
 {
 #ifdef SCHED_IDLE
     struct sched_param param = {0};
-    return pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) == 0;
+    return pthread_setschedparam(thread, idle ? SCHED_IDLE : SCHED_OTHER,
+                                 &param) == 0;
 #else
+    (void)thread;
+    (void)idle;
     return 0;
 #endif
 }

@@ -456,16 +456,6 @@ static void *hvd__engine_main(void *arg)
 #ifdef PR_SET_TIMERSLACK
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* 1 us; see hvd__mpi_wait */
 #endif
-    /* Sharing one core with training, the engine can only get ahead by
-     * preempting it, and gains nothing by it: what it waits for is the
-     * other ranks, and its own work is the same CPU work later. Each
-     * wake-up and each collective run mid-backward slowed that rank's
-     * backward, so its peers waited for it: a 2-rank mlp ran 130k
-     * images/s, 145k with the engine at idle priority, running only while
-     * training waits (bench/README.md). */
-    if (hvd__engine.shares_core && !hvd__idle_priority())
-        hvd__log(HVD__LOG_WARNING, "the engine thread could not take the "
-                 "idle scheduling class; it may preempt training");
     hvd__loop_t loop = {0};
     int status = HVD_OK;
     double period = hvd__engine.config.cycle_time_s;
@@ -518,7 +508,29 @@ int hvd__engine_start(void)
     memset(&hvd__cache, 0, sizeof hvd__cache);
     if (pthread_create(&hvd__thread, NULL, hvd__engine_main, NULL) != 0)
         return HVD_ERR_NOMEM;
+    /* Sharing one core with training, the engine can only get ahead by
+     * preempting it, and gains nothing by it: what it waits for is the
+     * other ranks, and its own work is the same CPU work later. Each
+     * wake-up and each collective run mid-backward slowed that rank's
+     * backward, so its peers waited for it: a 2-rank mlp ran 130k
+     * images/s, 145k with the engine at idle priority, running only while
+     * training waits (bench/README.md). Set here, not by the thread, so
+     * that it comes before any hvd_wait raises it (hvd__engine_waiting). */
+    if (hvd__engine.shares_core && !hvd__idle_priority(hvd__thread, 1))
+        hvd__log(HVD__LOG_WARNING, "the engine thread could not take the "
+                 "idle scheduling class; it may preempt training");
     return HVD_OK;
+}
+
+void hvd__engine_waiting(int starts)
+{
+    /* While a caller blocks, a shared-core engine is an ordinary thread
+     * again: another process on that core (a build, another job) would
+     * otherwise starve it, and the caller with it. */
+    int first_or_last = starts ? atomic_fetch_add(&hvd__engine.waiters, 1) == 0
+                               : atomic_fetch_sub(&hvd__engine.waiters, 1) == 1;
+    if (first_or_last && hvd__engine.shares_core)
+        hvd__idle_priority(hvd__thread, !starts);
 }
 
 int hvd__engine_stop(void)
