@@ -347,9 +347,12 @@ EOF
 old_path=$PATH PATH=$dir/run:$PATH
 tf_bogus='train_fmnist: unknown flag "--bogus"'
 expect_script 2 "$tf_bogus" "$qs/scripts/quickstart" --bogus
+unset SLURM_CPUS_PER_TASK
 for s in 1node multinode; do
     with SLURM_CPUS_PER_TASK=1 expect_script 2 "$tf_bogus" \
         "$top/examples/slurm/train_fmnist_$s.sbatch" --bogus
+    expect_script 2 "train_fmnist_$s.sbatch: not in a Slurm job (no" \
+        "$top/examples/slurm/train_fmnist_$s.sbatch" --model mlp
 done
 PATH=$old_path
 
