@@ -538,8 +538,10 @@ int hvd__engine_stop(void)
     pthread_mutex_lock(&hvd__engine.mu);
     hvd__engine.shutdown_requested = 1;
     pthread_cond_broadcast(&hvd__engine.wake_cv);
+    hvd__engine_waiting(1); /* the join below is a wait too */
     pthread_mutex_unlock(&hvd__engine.mu);
     pthread_join(hvd__thread, NULL);
+    hvd__engine.waiters = 0;
     hvd__execute_free();
     hvd__coordinator_free();
     hvd__timeline_close();
