@@ -112,7 +112,7 @@ int hvd_init(int *argc, char ***argv)
         if (hvd__engine.shares_core) {
             size_t used = strlen(place);
             snprintf(place + used, sizeof place - used,
-                     "; engine at idle priority");
+                     "; engine in SCHED_BATCH");
         }
         if (status == HVD_OK) status = hvd__topology_log(place);
     }
@@ -222,12 +222,12 @@ int hvd_wait(hvd_handle_t handle)
     if (!handle) return HVD_ERR_ARG;
     pthread_mutex_lock(&hvd__engine.mu);
     if (!handle->done) {
-        hvd__engine_waiting(1); /* ends the engine's wait for more requests */
+        hvd__engine.waiters++; /* ends the engine's wait for more requests */
         handle->waited = 1;
         pthread_cond_signal(&hvd__engine.wake_cv);
         while (!handle->done)
             pthread_cond_wait(&hvd__engine.done_cv, &hvd__engine.mu);
-        hvd__engine_waiting(0);
+        hvd__engine.waiters--;
     }
     pthread_mutex_unlock(&hvd__engine.mu);
     int status = handle->status;

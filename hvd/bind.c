@@ -19,7 +19,7 @@
  * ours, and core/numa binding is to the cores nearest that device
  * (hwloc's cudart helper) instead of a share of the node.
  */
-#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT, SCHED_IDLE */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT, SCHED_BATCH */
 #include <hwloc.h>
 #if HVD_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -160,15 +160,13 @@ int hvd__own_pus(MPI_Comm comm, const int *node_idx, int local_size,
     return HVD_OK;
 }
 
-int hvd__idle_priority(pthread_t thread, int idle)
+int hvd__sched_batch(pthread_t thread)
 {
-#ifdef SCHED_IDLE
+#ifdef SCHED_BATCH
     struct sched_param param = {0};
-    return pthread_setschedparam(thread, idle ? SCHED_IDLE : SCHED_OTHER,
-                                 &param) == 0;
+    return pthread_setschedparam(thread, SCHED_BATCH, &param) == 0;
 #else
     (void)thread;
-    (void)idle;
     return 0;
 #endif
 }

@@ -508,29 +508,20 @@ int hvd__engine_start(void)
     memset(&hvd__cache, 0, sizeof hvd__cache);
     if (pthread_create(&hvd__thread, NULL, hvd__engine_main, NULL) != 0)
         return HVD_ERR_NOMEM;
-    /* Sharing one core with training, the engine can only get ahead by
-     * preempting it, and gains nothing by it: what it waits for is the
-     * other ranks, and its own work is the same CPU work later. Each
-     * wake-up and each collective run mid-backward slowed that rank's
-     * backward, so its peers waited for it: a 2-rank mlp ran 130k
-     * images/s, 145k with the engine at idle priority, running only while
-     * training waits (bench/README.md). Set here, not by the thread, so
-     * that it comes before any hvd_wait raises it (hvd__engine_waiting). */
-    if (hvd__engine.shares_core && !hvd__idle_priority(hvd__thread, 1))
-        hvd__log(HVD__LOG_WARNING, "the engine thread could not take the "
-                 "idle scheduling class; it may preempt training");
+    /* Sharing one core with training, the engine gains nothing by
+     * preempting it: what it waits for is the other ranks, and its own
+     * work is the same CPU work later. Each wake-up and each collective
+     * run mid-backward slowed that rank's backward, so its peers waited
+     * for it: a 2-rank mlp ran 130k images/s, 145k with the engine's
+     * wake-ups not preempting (bench/README.md). SCHED_BATCH, not
+     * SCHED_IDLE: as fast here, and it keeps its share of the core, so
+     * another process busy there cannot starve it (SCHED_IDLE took 19 s
+     * for 20 allreduces beside a busy thread, and only a privileged
+     * thread may leave SCHED_IDLE again). */
+    if (hvd__engine.shares_core && !hvd__sched_batch(hvd__thread))
+        hvd__log(HVD__LOG_WARNING, "the engine thread could not take "
+                 "SCHED_BATCH; it may preempt training");
     return HVD_OK;
-}
-
-void hvd__engine_waiting(int starts)
-{
-    /* While a caller blocks, a shared-core engine is an ordinary thread
-     * again: another process on that core (a build, another job) would
-     * otherwise starve it, and the caller with it. */
-    int first_or_last = starts ? atomic_fetch_add(&hvd__engine.waiters, 1) == 0
-                               : atomic_fetch_sub(&hvd__engine.waiters, 1) == 1;
-    if (first_or_last && hvd__engine.shares_core)
-        hvd__idle_priority(hvd__thread, !starts);
 }
 
 int hvd__engine_stop(void)
@@ -538,10 +529,8 @@ int hvd__engine_stop(void)
     pthread_mutex_lock(&hvd__engine.mu);
     hvd__engine.shutdown_requested = 1;
     pthread_cond_broadcast(&hvd__engine.wake_cv);
-    hvd__engine_waiting(1); /* the join below is a wait too */
     pthread_mutex_unlock(&hvd__engine.mu);
     pthread_join(hvd__thread, NULL);
-    hvd__engine.waiters = 0;
     hvd__execute_free();
     hvd__coordinator_free();
     hvd__timeline_close();

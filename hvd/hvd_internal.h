@@ -59,10 +59,10 @@ enum { HVD__PLACE_MAX = 384 }; /* bytes of one rank's place, NUL included */
  * single: this rank may run on one PU only. */
 int hvd__own_pus(MPI_Comm comm, const int *node_idx, int local_size,
                  int *own, int *single);
-/* Gives thread the idle scheduling class (Linux SCHED_IDLE: it then runs
- * only when nothing else wants its core), or the ordinary one back. 0
- * where that cannot be done. */
-int hvd__idle_priority(pthread_t thread, int idle);
+/* Puts thread in Linux's SCHED_BATCH class: its ordinary share of the
+ * core, but its wake-ups never preempt another thread. 0 where that
+ * cannot be done. */
+int hvd__sched_batch(pthread_t thread);
 /* Binds this process to its local rank's share of the node (HVD_BIND),
  * first making its GPU current in a CUDA build, and describes the result
  * in place (nbytes): "device cpu, core 1 of 2 (PUs 1)". A failed binding
@@ -216,8 +216,6 @@ int hvd__engine_stop(void);
  * HVD_ERR_STATE when the name is already in flight on this rank,
  * HVD_ERR_STALL after a stall shutdown (h is then not queued). */
 int hvd__engine_submit(hvd_handle_t h);
-/* A caller starts (1) or stops (0) blocking in hvd_wait, under mu. */
-void hvd__engine_waiting(int starts);
 /* Marks h done with `status` and wakes its waiter. Engine only. */
 void hvd__complete(hvd_handle_t h, int status);
 /* The same for the non-NULL handles of hs, with one wake-up. */
