@@ -157,15 +157,10 @@ void hvd__execute_free(void)
     memset(&hvd__scratch, 0, sizeof hvd__scratch);
 }
 
-static size_t hvd__nbytes(const hvd__desc_t *d)
-{
-    return (size_t)d->count * ring_dtype_size((ring_dtype_t)d->dtype);
-}
-
 /* One collective on one tensor, where it lies. */
 static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
 {
-    size_t nbytes = hvd__nbytes(d);
+    size_t nbytes = hvd__desc_bytes(d);
     ring_dtype_t dtype = (ring_dtype_t)d->dtype;
     switch (d->kind) {
     case HVD__ALLREDUCE: {
@@ -202,7 +197,8 @@ static int hvd__tiled(const hvd__desc_t *descs, const hvd_handle_t *hs, int n)
 {
     for (int i = 0; i < n; i++) {
         if (!hs[i] || hs[i]->sendbuf != hs[i]->recvbuf) return 0;
-        if (i > 0 && (char *)hs[i - 1]->recvbuf + hvd__nbytes(&descs[i - 1]) !=
+        if (i > 0 && (char *)hs[i - 1]->recvbuf +
+                                 hvd__desc_bytes(&descs[i - 1]) !=
                          (char *)hs[i]->recvbuf)
             return 0;
     }
@@ -217,7 +213,7 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
     int n = resp->head.ndescs;
     size_t total = 0, count = 0;
     for (int i = 0; i < n; i++) {
-        total += hvd__nbytes(&descs[i]);
+        total += hvd__desc_bytes(&descs[i]);
         count += descs[i].count;
     }
     if (hvd__tiled(descs, hs, n)) {
@@ -245,7 +241,7 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
     double t0 = hvd__now();
     size_t at = 0;
     for (int i = 0; i < n; i++) {
-        size_t nb = hvd__nbytes(&descs[i]);
+        size_t nb = hvd__desc_bytes(&descs[i]);
         if (hs[i]) memcpy(buf + at, hs[i]->sendbuf, nb);
         else memset(buf + at, 0, nb);
         at += nb;
@@ -256,7 +252,7 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
     double t2 = hvd__now();
     at = 0;
     for (int i = 0; status == HVD_OK && i < n; i++) {
-        size_t nb = hvd__nbytes(&descs[i]);
+        size_t nb = hvd__desc_bytes(&descs[i]);
         if (hs[i]) memcpy(hs[i]->recvbuf, buf + at, nb);
         at += nb;
     }
@@ -299,7 +295,7 @@ int hvd__execute(const hvd__response_t *resp, hvd__list_t *pending,
         if (hs[0])
             hvd__timeline_event(resp->descs[0].name,
                                 hvd__phase(&resp->descs[0],
-                                           hvd__nbytes(&resp->descs[0])),
+                                           hvd__desc_bytes(&resp->descs[0])),
                                 start, hvd__now());
     }
     hvd__complete_many(hs, (size_t)n, status);

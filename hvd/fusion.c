@@ -25,7 +25,7 @@ uint64_t hvd__name_hash(const char *name)
     return h ? h : 1; /* 0 means "follows nothing" */
 }
 
-static size_t hvd__desc_bytes(const hvd__desc_t *d)
+size_t hvd__desc_bytes(const hvd__desc_t *d)
 {
     return (size_t)d->count * ring_dtype_size((ring_dtype_t)d->dtype);
 }

@@ -201,7 +201,7 @@ typedef struct {
                                  without, see hvd__mpi_wait) */
     int shares_core;          /* set before the engine starts: this rank
                                  runs on one PU of its own, the engine's
-                                 thread too (engine_main) */
+                                 thread too (hvd__engine_start) */
     int own_cores;            /* set before the engine starts: this rank's
                                  PUs are its own (hvd__own_pus) */
     int shutdown_requested;
@@ -262,6 +262,8 @@ hvd__response_t *hvd__plan_add(hvd__plan_t *plan, int status, int ndescs);
  * and op are fused up to HVD_FUSION_THRESHOLD when both are small or the
  * second follows the first (hvd__chain_link); everything else alone. */
 int hvd__plan_group(const hvd__desc_t *descs, size_t n, hvd__plan_t *plan);
+/* A request's data in bytes: count elements of its dtype. */
+size_t hvd__desc_bytes(const hvd__desc_t *d);
 /* A name's 64-bit hash, never 0. */
 uint64_t hvd__name_hash(const char *name);
 /* Sets desc->follows to the hash of the previous request's name when this

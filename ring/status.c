@@ -20,12 +20,20 @@ const char *ring_strerror(int status)
 
 /* One line on stderr, prefixed with the world rank so that interleaved
  * output from many ranks can still be told apart. */
-void ring__log(const char *fmt, ...)
+/* Whether MPI may be called: initialized, not yet finalized (both asks
+ * may be made at any time). */
+static int ring__mpi_up(void)
 {
-    int rank = -1, up = 0, down = 0;
+    int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (up && !down) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return up && !down;
+}
+
+void ring__log(const char *fmt, ...)
+{
+    int rank = -1;
+    if (ring__mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "hvd[%d]: ", rank);
@@ -45,10 +53,9 @@ void ring__log_mpi_error(int rc, const char *call, const char *file, int line)
 
 int ring__check_mpi_up(const char *func)
 {
-    int up = 0, down = 0;
-    MPI_Initialized(&up); /* both may be called at any time */
+    int down = 0;
+    if (ring__mpi_up()) return RING_OK;
     MPI_Finalized(&down);
-    if (up && !down) return RING_OK;
     ring__log("%s: MPI is %s", func,
               down ? "finalized" : "not initialized (call MPI_Init first)");
     return RING_ERR_STATE;
