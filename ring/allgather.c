@@ -8,9 +8,15 @@ int ring_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
 {
     int status, rank, size;
     const ring__tuning_t *tuning;
-    RING_CHECK(ring__check_args("ring_allgather", sendbuf, recvbuf, sendcount,
-                                dtype, RING__NO_OP, comm));
-    RING_CHECK(ring__tuning(&tuning));
+    status = ring__check_args("ring_allgather", sendbuf, recvbuf, sendcount,
+                              dtype, RING__NO_OP, comm);
+    if (status == RING_OK) status = ring__tuning(&tuning);
+    RING_CHECK(ring__agree(comm,
+                           &(ring__call_t){.kind = RING__ALLGATHER,
+                                           .count = sendcount,
+                                           .dtype = dtype,
+                                           .op = RING__NO_OP},
+                           status));
     RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     RING_CHECK_MPI(MPI_Comm_size(comm, &size));
     size_t nbytes = sendcount * ring_dtype_size(dtype);

@@ -35,7 +35,8 @@
  *
  * Limitations:  all ranks must pass the same count, dtype, op and algo
  *               (hvd's negotiation guarantees it); a rank whose arguments
- *               are rejected does not tell the others.
+ *               are rejected does not tell the others. HVD_RING_CHECK=1
+ *               checks both on every call (ring/check.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -114,15 +115,21 @@ static int ring__allreduce(ring_algo_t algo, const void *sendbuf,
 {
     int status, rank, size;
     const ring__tuning_t *tuning;
-    RING_CHECK(ring__check_args("ring_allreduce", sendbuf, recvbuf, count,
-                                dtype, op, comm));
-    if ((unsigned)algo >= RING_ALGO_COUNT) {
+    status = ring__check_args("ring_allreduce", sendbuf, recvbuf, count, dtype,
+                              op, comm);
+    if (status == RING_OK && (unsigned)algo >= RING_ALGO_COUNT) {
         ring__log("ring_allreduce_algo: unknown algorithm %d", (int)algo);
         status = RING_ERR_ARG;
-        goto out;
     }
-    RING_CHECK(ring__tuning(&tuning));
-    if (algo == RING_ALGO_AUTO) algo = tuning->algo;
+    if (status == RING_OK) status = ring__tuning(&tuning);
+    if (status == RING_OK && algo == RING_ALGO_AUTO) algo = tuning->algo;
+    RING_CHECK(ring__agree(comm,
+                           &(ring__call_t){.kind = RING__ALLREDUCE,
+                                           .count = count,
+                                           .dtype = dtype,
+                                           .op = op,
+                                           .algo = algo},
+                           status));
     RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     RING_CHECK_MPI(MPI_Comm_size(comm, &size));
     size_t nbytes = count * ring_dtype_size(dtype);

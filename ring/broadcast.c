@@ -57,17 +57,25 @@ int ring_broadcast(void *buf, size_t count, ring_dtype_t dtype, int root,
 {
     int status, rank, size;
     const ring__tuning_t *tuning;
-    RING_CHECK(ring__check_args("ring_broadcast", buf, buf, count, dtype,
-                                RING__NO_OP, comm));
-    RING_CHECK(ring__tuning(&tuning));
-    RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-    RING_CHECK_MPI(MPI_Comm_size(comm, &size));
-    if (root < 0 || root >= size) {
-        ring__log("ring_broadcast: root %d is not a rank of a communicator "
-                  "of size %d", root, size);
-        status = RING_ERR_ARG;
-        goto out;
+    status = ring__check_args("ring_broadcast", buf, buf, count, dtype,
+                              RING__NO_OP, comm);
+    if (status == RING_OK) status = ring__tuning(&tuning);
+    if (status == RING_OK) {
+        RING_CHECK_MPI(MPI_Comm_size(comm, &size));
+        if (root < 0 || root >= size) {
+            ring__log("ring_broadcast: root %d is not a rank of a "
+                      "communicator of size %d", root, size);
+            status = RING_ERR_ARG;
+        }
     }
+    RING_CHECK(ring__agree(comm,
+                           &(ring__call_t){.kind = RING__BROADCAST,
+                                           .count = count,
+                                           .dtype = dtype,
+                                           .op = RING__NO_OP,
+                                           .root = root},
+                           status));
+    RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     size_t nbytes = count * ring_dtype_size(dtype);
     if (count == 0 || size == 1) goto out;
     if (nbytes < tuning->small_bytes)

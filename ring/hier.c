@@ -37,13 +37,18 @@ int ring_allreduce_hier(const void *sendbuf, void *recvbuf, size_t count,
                         MPI_Comm cross)
 {
     int status, local_rank, local_size, nnodes;
-    RING_CHECK(ring__check_args("ring_allreduce_hier", sendbuf, recvbuf,
-                                count, dtype, op, node));
-    if (cross == MPI_COMM_NULL) {
+    status = ring__check_args("ring_allreduce_hier", sendbuf, recvbuf, count,
+                              dtype, op, node);
+    if (status == RING_OK && cross == MPI_COMM_NULL) {
         ring__log("ring_allreduce_hier: cross is MPI_COMM_NULL");
         status = RING_ERR_ARG;
-        goto out;
     }
+    RING_CHECK(ring__agree_hier(node, cross,
+                                &(ring__call_t){.kind = RING__ALLREDUCE_HIER,
+                                                .count = count,
+                                                .dtype = dtype,
+                                                .op = op},
+                                status));
     RING_CHECK_MPI(MPI_Comm_rank(node, &local_rank));
     RING_CHECK_MPI(MPI_Comm_size(node, &local_size));
     RING_CHECK_MPI(MPI_Comm_size(cross, &nnodes));

@@ -12,9 +12,15 @@ int ring_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
     int status, rank, size;
     const ring__tuning_t *tuning;
     char *scratch = NULL;
-    RING_CHECK(ring__check_args("ring_reduce_scatter", sendbuf, recvbuf,
-                                recvcount, dtype, op, comm));
-    RING_CHECK(ring__tuning(&tuning));
+    status = ring__check_args("ring_reduce_scatter", sendbuf, recvbuf,
+                              recvcount, dtype, op, comm);
+    if (status == RING_OK) status = ring__tuning(&tuning);
+    RING_CHECK(ring__agree(comm,
+                           &(ring__call_t){.kind = RING__REDUCE_SCATTER,
+                                           .count = recvcount,
+                                           .dtype = dtype,
+                                           .op = op},
+                           status));
     RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
     RING_CHECK_MPI(MPI_Comm_size(comm, &size));
     size_t esize = ring_dtype_size(dtype), nbytes = recvcount * esize;

@@ -96,11 +96,20 @@ typedef enum {
     RING_ALGO_COUNT
 } ring_algo_t;
 
-/* Reads ring's tuning variables (HVD_ALLREDUCE_ALGO, HVD_RING_SEGMENT_BYTES,
- * HVD_RING_SMALL_BYTES, HVD_SHM_SEGMENT_BYTES) as the first collective
- * would: RING_OK, or RING_ERR_ARG with a message naming the bad one, so a
- * program can refuse them before it starts rather than at its first
- * collective. */
+/* Reads ring's variables (HVD_RING_CHECK, HVD_ALLREDUCE_ALGO,
+ * HVD_RING_SEGMENT_BYTES, HVD_RING_SMALL_BYTES, HVD_SHM_SEGMENT_BYTES) as
+ * the first collective would: RING_OK, or RING_ERR_ARG with a message
+ * naming the bad one, so a program can refuse them before it starts rather
+ * than at its first collective.
+ *
+ * Every rank must make the same calls: a call that differs on one rank
+ * (count, dtype, op, root, algorithm, or any of these variables), or that
+ * one rank refuses, is not detected by default, and the ranks hang, fail
+ * in MPI or return wrong data. HVD_RING_CHECK=1, set on every rank, has
+ * each collective compare the ranks' calls first (one small MPI_Allreduce
+ * more per call): when they differ, every rank fails with
+ * RING_ERR_MISMATCH (a rank that refused its own call, with its own
+ * error), a message names what differs, and no data moves. */
 int ring_check_env(void);
 
 /* "auto", "ring", "rdb", "rhd"; NULL when unknown. */

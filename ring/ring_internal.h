@@ -46,6 +46,46 @@ int ring__check_args(const char *func, const void *sendbuf, const void *recvbuf,
                      size_t count, ring_dtype_t dtype, ring_op_t op,
                      MPI_Comm comm);
 
+/* ---- HVD_RING_CHECK: the ranks compare each call (ring/check.c) ---- */
+typedef enum {
+    RING__ALLREDUCE,
+    RING__ALLREDUCE_HIER,
+    RING__REDUCE_SCATTER,
+    RING__ALLGATHER,
+    RING__BROADCAST,
+    RING__SHM_ALLREDUCE,
+    RING__SHM_ALLREDUCE_HIER,
+    RING__KIND_COUNT
+} ring__kind_t;
+
+/* The public function's name ("ring_allreduce", ...); NULL when unknown. */
+const char *ring__kind_name(ring__kind_t kind);
+
+/* What every rank of a collective must pass alike; op is RING__NO_OP,
+ * root and algo 0 where the collective takes none. */
+typedef struct {
+    ring__kind_t kind;
+    size_t count;
+    ring_dtype_t dtype;
+    ring_op_t op;
+    int root;
+    ring_algo_t algo;
+} ring__call_t;
+
+/* Called by every rank of comm once it has checked its own arguments
+ * (`local`: RING_OK or the error it found). Without HVD_RING_CHECK=1, and
+ * when comm cannot be used (local is RING_ERR_STATE, or comm is NULL),
+ * returns local. Else the ranks compare their calls and the tuning
+ * variables: a rank whose own check failed gets local back; the others
+ * get RING_ERR_MISMATCH, with a message naming what differs, when a rank
+ * refused its arguments or any field differs; else RING_OK. RING_ERR_MPI
+ * when the comparison itself fails. */
+int ring__agree(MPI_Comm comm, const ring__call_t *call, int local);
+/* The same over the node, then over cross with the node's verdict, so that
+ * a failure on one node fails the other nodes' calls too. */
+int ring__agree_hier(MPI_Comm node, MPI_Comm cross, const ring__call_t *call,
+                     int local);
+
 /* ---- block layout ---- */
 /* `count` elements cut into `nblocks` blocks as evenly as possible: the first
  * count % nblocks blocks have one element more. */
@@ -170,6 +210,7 @@ int ring__phase_run(const ring__phase_t *ph);
 enum { RING_PIPELINE_DEPTH = 2 };
 
 /* Tuning read once from the environment:
+ *   HVD_RING_CHECK           0 | 1: ring__agree's comparison (0)
  *   HVD_ALLREDUCE_ALGO       auto | ring | rdb | rhd    (RING_ALGO_AUTO)
  *   HVD_RING_SEGMENT_BYTES   pipeline segment size      (see status.c)
  *   HVD_RING_SMALL_BYTES     below this, latency algorithms
@@ -177,6 +218,7 @@ enum { RING_PIPELINE_DEPTH = 2 };
  * A bad value fails every collective with RING_ERR_ARG and a message that
  * names the variable, rather than silently running something else. */
 typedef struct {
+    int check;
     ring_algo_t algo;
     size_t segment_bytes;
     size_t small_bytes;

@@ -368,22 +368,30 @@ static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
         ring__log("ring_shm_allreduce: shm is NULL");
         return RING_ERR_ARG;
     }
-    RING_CHECK(ring__check_args("ring_shm_allreduce", sendbuf, recvbuf, count,
-                                dtype, op, shm->comm));
-    RING_CHECK(ring__tuning(&tuning));
+    status = ring__check_args("ring_shm_allreduce", sendbuf, recvbuf, count,
+                              dtype, op, shm->comm);
+    if (status == RING_OK) status = ring__tuning(&tuning);
     size_t esize = ring_dtype_size(dtype), nbytes = count * esize;
-    const char *why = ring__shm_bad_buffer(shm, sendbuf, nbytes);
-    const char *which = "sendbuf";
-    if (!why) {
-        why = ring__shm_bad_buffer(shm, recvbuf, nbytes);
-        which = "recvbuf";
+    if (status == RING_OK) {
+        const char *why = ring__shm_bad_buffer(shm, sendbuf, nbytes);
+        const char *which = "sendbuf";
+        if (!why) {
+            why = ring__shm_bad_buffer(shm, recvbuf, nbytes);
+            which = "recvbuf";
+        }
+        if (why) {
+            ring__log("ring_shm_allreduce: %s %s (count=%zu, slab %zu bytes)",
+                      which, why, count, shm->slab_bytes);
+            status = RING_ERR_ARG;
+        }
     }
-    if (why) {
-        ring__log("ring_shm_allreduce: %s %s (count=%zu, slab %zu bytes)",
-                  which, why, count, shm->slab_bytes);
-        status = RING_ERR_ARG;
-        goto out;
-    }
+    ring__call_t call = {.kind = cross != MPI_COMM_NULL
+                                     ? RING__SHM_ALLREDUCE_HIER
+                                     : RING__SHM_ALLREDUCE,
+                         .count = count,
+                         .dtype = dtype,
+                         .op = op};
+    RING_CHECK(ring__agree_hier(shm->comm, cross, &call, status));
     int nnodes = 1;
     if (cross != MPI_COMM_NULL) RING_CHECK_MPI(MPI_Comm_size(cross, &nnodes));
     if (count == 0) goto out;

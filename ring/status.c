@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include "ring/ring_internal.h"
 
 const char *ring_strerror(int status)
@@ -106,10 +107,23 @@ static int ring__env_size(const char *name, size_t fallback, size_t min, size_t 
 
 int ring__tuning_parse(ring__tuning_t *tuning)
 {
+    int status = RING_OK;
+    /* First, so that the ranks still compare their calls when a later
+     * variable is bad. */
+    const char *check = getenv("HVD_RING_CHECK");
+    tuning->check = 0;
+    if (check && *check) {
+        if (!strcmp(check, "0") || !strcmp(check, "1")) {
+            tuning->check = check[0] == '1';
+        } else {
+            ring__log("HVD_RING_CHECK=\"%s\": expected 0 or 1", check);
+            status = RING_ERR_ARG;
+        }
+    }
     tuning->algo = RING_ALGO_AUTO;
     const char *algo = getenv("HVD_ALLREDUCE_ALGO");
-    int status = RING_OK;
-    if (algo && *algo && ring_algo_parse(algo, &tuning->algo) != RING_OK) {
+    if (status == RING_OK && algo && *algo &&
+        ring_algo_parse(algo, &tuning->algo) != RING_OK) {
         ring__log("HVD_ALLREDUCE_ALGO=\"%s\": expected auto, ring, rdb or rhd",
                   algo);
         status = RING_ERR_ARG;

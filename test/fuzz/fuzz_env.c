@@ -10,7 +10,8 @@
  * here (test/README.md's table): sizes are digits with an optional K/M/G
  * (hvd) or plain digits within 64 (0 for HVD_RING_SMALL_BYTES) .. 2^30
  * (ring); times are numbers >= 0 (cycle time at most 60000 ms); names one
- * of the listed words (any case for hvd, exact for ring's algorithm);
+ * of the listed words (any case for hvd, exact for ring's algorithm and
+ * HVD_RING_CHECK);
  * paths under 4096 bytes. An accepted environment must give exactly those
  * values, and the defaults for what is unset or empty; a refused one a
  * message on stderr naming the first bad variable (captured here, which
@@ -38,6 +39,7 @@ static const char *const vars[] = {"HVD_FUSION_THRESHOLD",
                                    "HVD_BIND",
                                    "HVD_INTRANODE",
                                    "HVD_HIERARCHICAL_ALLREDUCE",
+                                   "HVD_RING_CHECK",
                                    "HVD_ALLREDUCE_ALGO",
                                    "HVD_RING_SEGMENT_BYTES",
                                    "HVD_RING_SMALL_BYTES",
@@ -225,12 +227,14 @@ static void check_hvd(void)
 static void check_ring(void)
 {
     static const char *const algos[] = {"auto", "ring", "rdb", "rhd", NULL};
+    static const char *const bools[] = {"0", "1", NULL};
     ring__tuning_t want = {.algo = RING_ALGO_AUTO,
                            .segment_bytes = 256 << 10,
                            .small_bytes = 16 << 10,
                            .shm_segment_bytes = 1 << 20};
     const char *t, *bad = NULL;
     int i;
+    RULE("HVD_RING_CHECK", name_rule(t, bools, 1, &want.check));
     RULE("HVD_ALLREDUCE_ALGO", name_rule(t, algos, 1, &i));
     if (t) want.algo = (ring_algo_t)i;
     RULE("HVD_RING_SEGMENT_BYTES", ring_size_rule(t, 64, &want.segment_bytes));
@@ -242,7 +246,7 @@ static void check_ring(void)
     stderr_begin();
     int status = ring__tuning_parse(&got);
     if (!judged(status, bad, stderr_end())) return;
-    FUZZ_CHECK(got.algo == want.algo);
+    FUZZ_CHECK(got.check == want.check && got.algo == want.algo);
     FUZZ_CHECK(got.segment_bytes == want.segment_bytes);
     FUZZ_CHECK(got.small_bytes == want.small_bytes);
     FUZZ_CHECK(got.shm_segment_bytes == want.shm_segment_bytes);

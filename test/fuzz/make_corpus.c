@@ -260,7 +260,8 @@ static void env_seeds(void)
                           "HVD_ALLREDUCE_ALGO=rdb\n"
                           "HVD_RING_SEGMENT_BYTES=64\n"
                           "HVD_RING_SMALL_BYTES=0\n"
-                          "HVD_SHM_SEGMENT_BYTES=1073741824\n");
+                          "HVD_SHM_SEGMENT_BYTES=1073741824\n"
+                          "HVD_RING_CHECK=1\n");
     env_seed("sizes", "HVD_FUSION_THRESHOLD=0\nHVD_RING_SEGMENT_BYTES=65536\n"
                       "HVD_FUSION_THRESHOLD=17179869183G\n");
     env_seed("empty_values", "HVD_FUSION_THRESHOLD=\nHVD_ALLREDUCE_ALGO=\n");
@@ -274,6 +275,7 @@ static void env_seeds(void)
                          "HVD_RING_SMALL_BYTES=-5\n"
                          "HVD_SHM_SEGMENT_BYTES=16\n");
     env_seed("ring_too_big", "HVD_RING_SMALL_BYTES=1073741825\n");
+    env_seed("bad_check", "HVD_RING_CHECK=on\nHVD_ALLREDUCE_ALGO=ring\n");
 }
 
 /* ---- negotiation: selector (bit 0: plan), message ---- */
