@@ -107,7 +107,8 @@ int hvd_init(int *argc, char ***argv)
         hvd__bind(hvd__engine.config.bind, t->local_rank[rank], local_size,
                   place, sizeof place);
         status = hvd__own_pus(hvd__engine.comm, t->node_idx, local_size,
-                              &hvd__engine.own_cores, &single);
+                              &hvd__engine.own_cores, &single,
+                              &hvd__engine.spare_pus);
         hvd__engine.shares_core = hvd__engine.own_cores && single;
         if (hvd__engine.shares_core) {
             size_t used = strlen(place);
@@ -223,8 +224,16 @@ int hvd_wait(hvd_handle_t handle)
     pthread_mutex_lock(&hvd__engine.mu);
     if (!handle->done) {
         hvd__engine.waiters++; /* ends the engine's wait for more requests */
-        handle->waited = 1;
         pthread_cond_signal(&hvd__engine.wake_cv);
+        if (hvd__engine.spare_pus) {
+            /* The engine runs beside us, and usually answers sooner than
+             * this thread, asleep, could be woken (hvd__spin_s). */
+            pthread_mutex_unlock(&hvd__engine.mu);
+            double until = hvd__now() + hvd__spin_s;
+            while (!handle->done && hvd__now() < until) hvd__cpu_relax();
+            pthread_mutex_lock(&hvd__engine.mu);
+        }
+        handle->waited = 1;
         while (!handle->done)
             pthread_cond_wait(&hvd__engine.done_cv, &hvd__engine.mu);
         hvd__engine.waiters--;

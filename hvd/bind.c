@@ -128,9 +128,9 @@ static void hvd__bind_in(hwloc_topology_t topo, hvd__bind_t mode,
 /* The affinity masks, not a second hwloc topology (hvd__bind loads one:
  * ~5 ms each here). Elsewhere than Linux: no and no, so the engine naps. */
 int hvd__own_pus(MPI_Comm comm, const int *node_idx, int local_size,
-                 int *own, int *single)
+                 int *own, int *single, int *spare)
 {
-    *own = *single = 0;
+    *own = *single = *spare = 0;
 #ifdef __linux__
     int rank, size, overlap = 0;
     MPI_Comm_rank(comm, &rank);
@@ -152,6 +152,7 @@ int hvd__own_pus(MPI_Comm comm, const int *node_idx, int local_size,
     int n = CPU_COUNT(&mine);
     *own = n > 0 && (!overlap || n >= local_size);
     *single = n == 1;
+    *spare = n >= (overlap ? 2 * local_size : 2);
 #else
     (void)comm;
     (void)node_idx;

@@ -429,10 +429,29 @@ static int hvd__cond_wait_until(pthread_cond_t *cv, double until)
  * until no request came for a short quiet spell, or until a caller waits
  * on a handle (then the burst is over: hvd_dist_opt_step waits once all
  * gradients are in). */
+/* With a spare PU, before sleeping on wake_cv (hvd__spin_s): spins,
+ * without mu, until `until` or hvd__spin_s has passed, a request beyond
+ * the first `seen` comes, or (watch_waiters) a caller waits. Called and
+ * returns with mu held. */
+static void hvd__spin_for_work(uint64_t seen, int watch_waiters, double until)
+{
+    if (!hvd__engine.spare_pus) return;
+    pthread_mutex_unlock(&hvd__engine.mu);
+    double end = hvd__now() + hvd__spin_s;
+    if (end > until) end = until;
+    while (atomic_load(&hvd__engine.nsubmitted) == seen &&
+           !(watch_waiters && atomic_load(&hvd__engine.waiters) > 0) &&
+           hvd__now() < end)
+        hvd__cpu_relax();
+    pthread_mutex_lock(&hvd__engine.mu);
+}
+
 static void hvd__sleep(double until)
 {
     const double quiet_s = 100e-6;
     pthread_mutex_lock(&hvd__engine.mu);
+    if (!hvd__engine.shutdown_requested && !hvd__engine.incoming)
+        hvd__spin_for_work(hvd__engine.nsubmitted, 0, until);
     while (!hvd__engine.shutdown_requested && !hvd__engine.incoming &&
            hvd__cond_wait_until(&hvd__engine.wake_cv, until) == 0)
         ;
@@ -442,6 +461,7 @@ static void hvd__sleep(double until)
             hvd__engine.waiters > 0 || hvd__now() + quiet_s > until)
             break;
         double spell_end = hvd__now() + quiet_s;
+        hvd__spin_for_work(seen, 1, spell_end);
         while (!hvd__engine.waiters && hvd__engine.nsubmitted == seen &&
                hvd__cond_wait_until(&hvd__engine.wake_cv, spell_end) == 0)
             ;

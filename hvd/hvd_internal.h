@@ -56,9 +56,11 @@ enum { HVD__PLACE_MAX = 384 }; /* bytes of one rank's place, NUL included */
  * own: no other rank of this node may run where this one may, or
  * (launched unbound) they share at least a PU each, so that this rank's
  * engine can poll without taking a core another rank computes on.
- * single: this rank may run on one PU only. */
+ * single: this rank may run on one PU only. spare: there is a PU for each
+ * of this rank's two threads (training and engine) beside the other
+ * ranks' (two of its own, or twice the node's ranks in a shared pool). */
 int hvd__own_pus(MPI_Comm comm, const int *node_idx, int local_size,
-                 int *own, int *single);
+                 int *own, int *single, int *spare);
 /* Puts thread in Linux's SCHED_BATCH class: its ordinary share of the
  * core, but its wake-ups never preempt another thread. 0 where that
  * cannot be done. */
@@ -143,7 +145,8 @@ struct hvd_handle {
     const void *sendbuf;
     void *recvbuf;
     int status;               /* valid once done */
-    int done;                 /* under mu */
+    _Atomic int done;         /* set under mu; hvd_wait may also spin on
+                                 it without */
     int waited;               /* under mu: a caller sleeps until done */
     int coordinated;          /* engine only: sent to the coordinator */
     int cache_slot;           /* engine only: its response cache entry, -1 */
@@ -191,8 +194,9 @@ typedef struct {
     pthread_cond_t done_cv;   /* API: a handle completed */
     hvd_handle_t incoming;    /* submitted, not yet seen by the engine */
     hvd_handle_t *incoming_tail;
-    uint64_t nsubmitted;      /* requests queued so far: bursts end when
-                                 it stops moving */
+    _Atomic uint64_t nsubmitted; /* requests queued so far: bursts end
+                                 when it stops moving (changed under mu;
+                                 a spinning engine reads it without) */
     hvd__chain_t chain;       /* the last request queued, for its follower */
     hvd__index_t inflight;    /* every handle not yet done, for duplicates */
     _Atomic int waiters;      /* callers blocked in hvd_wait: no more
@@ -204,11 +208,30 @@ typedef struct {
                                  thread too (hvd__engine_start) */
     int own_cores;            /* set before the engine starts: this rank's
                                  PUs are its own (hvd__own_pus) */
+    int spare_pus;            /* set before the engine starts: it has more
+                                 than one, so the engine and the caller
+                                 run side by side and their waits spin
+                                 before they sleep (hvd__spin_s) */
     int shutdown_requested;
     int stalled;              /* HVD_ERR_STALL: every later call fails */
 } hvd__engine_t;
 
 extern hvd__engine_t hvd__engine;
+
+/* How long a wait spins before it sleeps when the rank has a spare PU: a
+ * sleeping thread on another core takes a cross-core wake-up to rouse
+ * (tens of microseconds on a virtual machine's idle vCPU, twice a step),
+ * while the spinning costs only that spare PU's idle time. 1 ms spans an
+ * mlp step, so neither thread sleeps while training runs. */
+static const double hvd__spin_s = 1e-3;
+
+/* One turn of a spin: tells the core (and a hypervisor) that it waits. */
+static inline void hvd__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 
 int hvd__engine_start(void);
 int hvd__engine_stop(void);

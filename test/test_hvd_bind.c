@@ -25,6 +25,7 @@
 #include <hwloc.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <mpi.h>
 #include "hvd/hvd.h"
@@ -95,6 +96,24 @@ static void *spin(void *arg)
     while (!spin_stop) {
     }
     return NULL;
+}
+
+/* Blocking allreduces; returns how many of their waits slept (voluntary
+ * context switches of this thread). */
+static long sleeping_waits(int calls)
+{
+    enum { N = 1024 };
+    static float x[N];
+    struct rusage before, after;
+    getrusage(RUSAGE_THREAD, &before);
+    for (int k = 0; k < calls; k++) {
+        x[0] = (float)hvd_rank();
+        TEST_EQ(hvd_allreduce(x, x, N, HVD_FLOAT32, HVD_SUM, "bind.spin"),
+                HVD_OK);
+        TEST_EQ(x[0], hvd_size() * (hvd_size() - 1) / 2);
+    }
+    getrusage(RUSAGE_THREAD, &after);
+    return after.ru_nvcsw - before.ru_nvcsw;
 }
 
 /* Blocking allreduces, then hvd_shutdown, beside a thread that keeps this
@@ -207,6 +226,14 @@ int main(int argc, char **argv)
     TEST_EQ(batch_threads(),
             n == 1 && (alone || CPU_COUNT(&before) >= local_size));
     spin_on_poll();
+    /* With a PU for each of its threads, the caller and the engine spin
+     * a while before they sleep: most of these waits never sleep. */
+    int spare = n >= (alone ? 2 : 2 * local_size);
+    long slept = sleeping_waits(200);
+    printf("rank %d (%s PUs): %ld of 200 waits slept\n", test_rank,
+           spare ? "spare" : "no spare", slept);
+    if (spare && slept >= 100)
+        TEST_FAIL("with spare PUs, %ld of 200 waits slept", slept);
     beside_a_busy_thread(); /* and shuts down */
     if (launcher) MPI_Finalize(); /* ours: hvd_init found MPI up */
     return test_exit_code();
