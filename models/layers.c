@@ -288,17 +288,60 @@ void model__relu_backward(const float *y, const float *dy, float *dx,
 
 /* ---- max-pool ---- */
 
+/* Four outputs of a 2x2, stride 2 window at once, from two input rows
+ * (top, below) of 8 floats each: vector extensions, so every target gets
+ * what it has (SSE2 on any x86-64) and the search order, ties and NaN stay
+ * those of the scalar loop: a later candidate wins only when greater. */
+typedef float model__v4f __attribute__((vector_size(16)));
+typedef int32_t model__v4i __attribute__((vector_size(16)));
+
+static inline void pool2x2_four(const float *top, const float *below,
+                                int32_t corner, int32_t in_w, float *y,
+                                int32_t *argmax)
+{
+    model__v4f a, b, c, d;
+    memcpy(&a, top, sizeof a);
+    memcpy(&b, top + 4, sizeof b);
+    memcpy(&c, below, sizeof c);
+    memcpy(&d, below + 4, sizeof d);
+    model__v4f cand[4] = {__builtin_shufflevector(a, b, 0, 2, 4, 6),
+                          __builtin_shufflevector(a, b, 1, 3, 5, 7),
+                          __builtin_shufflevector(c, d, 0, 2, 4, 6),
+                          __builtin_shufflevector(c, d, 1, 3, 5, 7)};
+    const int32_t step[4] = {0, 1, in_w, in_w + 1};
+    model__v4i idx = {corner, corner + 2, corner + 4, corner + 6};
+    model__v4f best = cand[0];
+    model__v4i best_idx = idx;
+    for (int t = 1; t < 4; t++) {
+        model__v4i win = cand[t] > best;
+        best = (model__v4f)(((model__v4i)cand[t] & win) |
+                            ((model__v4i)best & ~win));
+        best_idx = ((idx + step[t]) & win) | (best_idx & ~win);
+    }
+    memcpy(y, &best, sizeof best);
+    memcpy(argmax, &best_idx, sizeof best_idx);
+}
+
 void model__maxpool_forward(const model__conv_shape_t *s, const float *x,
                             float *y, int32_t *argmax, int batch)
 {
     size_t plane = (size_t)s->in_h * s->in_w;
     size_t oplane = (size_t)s->out_h * s->out_w;
+    int quad = s->k == 2 && s->stride == 2;
     for (size_t nc = 0; nc < (size_t)batch * s->in_c; nc++) {
         const float *xp = x + nc * plane;
         float *yp = y + nc * oplane;
         int32_t *ap = argmax + nc * oplane;
-        for (int oy = 0; oy < s->out_h; oy++)
-            for (int ox = 0; ox < s->out_w; ox++) {
+        for (int oy = 0; oy < s->out_h; oy++) {
+            int ox = 0;
+            /* Four at a time while the 8 floats read stay in the row. */
+            for (; quad && 2 * ox + 8 <= s->in_w; ox += 4) {
+                int32_t corner = 2 * oy * s->in_w + 2 * ox;
+                pool2x2_four(xp + corner, xp + corner + s->in_w, corner,
+                             s->in_w, yp + oy * s->out_w + ox,
+                             ap + oy * s->out_w + ox);
+            }
+            for (; ox < s->out_w; ox++) {
                 /* The window's first element starts the search, so the
                  * index is valid even when every element is -inf or NaN. */
                 int32_t corner = oy * s->stride * s->in_w + ox * s->stride;
@@ -325,6 +368,7 @@ void model__maxpool_forward(const model__conv_shape_t *s, const float *x,
                 yp[oy * s->out_w + ox] = best;
                 ap[oy * s->out_w + ox] = best_idx;
             }
+        }
     }
 }
 

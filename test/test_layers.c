@@ -324,6 +324,43 @@ static void test_maxpool(int batch, int ch, int h, int w, int k, int stride)
     case_free(&c);
 }
 
+/* The documented choice among equals and NaNs: the window's elements are
+ * visited row by row from its first, and a later one wins only when it is
+ * greater; y is the winner, bit for bit (so -0 and NaN stay themselves).
+ * Values from a few of each kind, so ties are common. Widths cover the
+ * 2x2 window's four-at-a-time path and the odd outputs left after it. */
+static void test_maxpool_ties(int h, int w)
+{
+    const float kinds[] = {NAN, -INFINITY, -0.0f, 0.0f, 1.0f, 2.0f};
+    model__conv_shape_t s = {.in_c = 3, .in_h = h, .in_w = w, .out_c = 3,
+                             .k = 2, .stride = 2, .out_h = h / 2,
+                             .out_w = w / 2};
+    size_t plane = (size_t)h * w, oplane = (size_t)s.out_h * s.out_w;
+    float *x = malloc(3 * plane * sizeof *x), *y = malloc(3 * oplane * 4);
+    int32_t *argmax = malloc(3 * oplane * sizeof *argmax);
+    for (size_t i = 0; i < 3 * plane; i++) x[i] = kinds[rand() % 6];
+    model__maxpool_forward(&s, x, y, argmax, 1);
+    for (size_t c = 0; c < 3; c++)
+        for (int oy = 0; oy < s.out_h; oy++)
+            for (int ox = 0; ox < s.out_w; ox++) {
+                const float *xp = x + c * plane;
+                int32_t corner = 2 * oy * w + 2 * ox, best = corner;
+                int32_t order[4] = {corner, corner + 1, corner + w,
+                                    corner + w + 1};
+                for (int t = 1; t < 4; t++)
+                    if (xp[order[t]] > xp[best]) best = order[t];
+                size_t o = c * oplane + (size_t)oy * s.out_w + ox;
+                if (argmax[o] != best || memcmp(&y[o], &xp[best], 4)) {
+                    TEST_FAIL("maxpool %dx%d plane %zu (%d, %d): argmax %d "
+                              "y %g, want %d %g", h, w, c, oy, ox, argmax[o],
+                              y[o], best, xp[best]);
+                    free(x), free(y), free(argmax);
+                    return;
+                }
+            }
+    free(x), free(y), free(argmax);
+}
+
 static void test_dropout(void)
 {
     enum { N = 20000 };
@@ -408,6 +445,10 @@ int main(void)
     test_relu();
     test_maxpool(2, 3, 6, 6, 2, 2);
     test_maxpool(1, 2, 7, 7, 3, 2); /* overlapping windows */
+    test_maxpool(2, 3, 28, 28, 2, 2); /* the cnn's, four at a time */
+    test_maxpool_ties(28, 28);
+    test_maxpool_ties(14, 14);
+    test_maxpool_ties(9, 23); /* odd: the last row and column unused */
     test_dropout();
     test_xent();
     if (!test_failures) printf("layers ok\n");
