@@ -151,6 +151,27 @@ expect_refused "$mp unknown flag \"--bogus\"" bench/model_perf --bogus
 expect_refused "$mp --reps: missing value" bench/model_perf --reps
 expect_refused "$mp --reps: \"x\" is not an integer" bench/model_perf --reps x
 
+# ---- bench/cross_core ----
+cc="cross_core:"
+expect_refused "$cc --bytes: 2 is out of range 4..1073741824" \
+    bench/cross_core --bytes 2
+expect_refused "$cc unknown flag \"--bogus\"" bench/cross_core --bogus
+expect_refused "$cc --iters: missing value" bench/cross_core --iters
+expect_refused "$cc --help takes no value" bench/cross_core --help=1
+# On one PU there is no other core to read from: said, exit 1, no hang.
+taskset -c 0 bench/cross_core --iters 1 > "$dir/out" 2>&1
+status=$?
+if test $status -ne 1 || ! grep -q "$cc needs two PUs" "$dir/out"; then
+    cat "$dir/out" >&2
+    echo "FAIL: cross_core on one PU exited $status, want 1" >&2
+    rc=1
+fi
+if test "$(getconf _NPROCESSORS_ONLN)" -ge 2 &&
+    ! bench/cross_core --iters 20 | grep -q "cross-core read+add of 481280"; then
+    echo "FAIL: bench/cross_core --iters 20 printed no measurement" >&2
+    rc=1
+fi
+
 # ---- examples/train_fmnist, examples/train_cifar10 (one parser) ----
 tf="train_fmnist:" tc="train_cifar10:"
 expect_refused "$tf --lr: \"x\" is not a number" examples/train_fmnist --lr x

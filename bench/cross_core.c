@@ -1,0 +1,165 @@
+/* bench/cross_core.c: what reading data another core has just written
+ * costs, the floor under an allreduce through shared memory. A child
+ * process on one PU writes --bytes of floats into shared memory; the
+ * parent, on another PU, then reads them and adds them to a local array,
+ * as ring_shm_allreduce's reduce and gather do with a peer's block. The
+ * two take turns, so every read finds the lines freshly written in the
+ * other core's cache. Then the same read from the parent's own array.
+ *
+ *   bench/cross_core [--bytes N] [--iters K]
+ *
+ * Prints "cross-core read+add of N bytes: median T us (G GB/s), best T us;
+ * from the own cache: median T us (G GB/s)" over K turns each (the median,
+ * not the best: the fastest turns are rare here and say little of what a
+ * collective meets). Exit status: 0, 1 (no second PU, or a system call
+ * failed), 2 (bad flags).
+ */
+#define _GNU_SOURCE /* sched_setaffinity, CPU_* */
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "examples/trainer.h"
+
+typedef struct {
+    _Alignas(64) _Atomic long turn; /* odd: written, even: read */
+    _Atomic int unpinned;           /* the writer could not pin itself */
+    _Alignas(64) float data[];
+} shared_t;
+
+static int pin(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set);
+}
+
+/* The first two PUs this process may run on; 0 when it has one only. */
+static int two_pus(int *a, int *b)
+{
+    cpu_set_t set;
+    int n = 0;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE && n < 2; cpu++)
+        if (CPU_ISSET(cpu, &set)) *(n++ ? b : a) = cpu;
+    return n == 2;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts t[0..n) and returns its median. */
+static double median(double *t, long long n)
+{
+    qsort(t, (size_t)n, sizeof *t, by_value);
+    return t[n / 2];
+}
+
+/* acc += src; returns the seconds it took. */
+static double read_add(float *restrict acc, const float *restrict src,
+                       size_t n)
+{
+    double t = trainer_now();
+    for (size_t i = 0; i < n; i++) acc[i] += src[i];
+    return trainer_now() - t;
+}
+
+int main(int argc, char **argv)
+{
+    long long bytes = 470 << 10, iters = 2000;
+    char err[256] = "";
+    for (int i = 1; i < argc && !err[0]; i++) {
+        char flag[64];
+        const char *val = trainer_split_flag(argv[i], flag, sizeof flag);
+        if (!strcmp(flag, "--help") && val) {
+            snprintf(err, sizeof err, "--help takes no value");
+            break;
+        }
+        if (!strcmp(flag, "--help")) {
+            puts("usage: cross_core [--bytes N] [--iters K]");
+            return 0;
+        }
+        if (strcmp(flag, "--bytes") && strcmp(flag, "--iters")) {
+            snprintf(err, sizeof err, "unknown flag \"%s\"", argv[i]);
+            break;
+        }
+        if (!val) val = trainer_next_value(flag, argc, argv, &i, err,
+                                           sizeof err);
+        if (!val) break;
+        if (!strcmp(flag, "--bytes"))
+            trainer_parse_ll(flag, val, 4, 1 << 30, &bytes, err, sizeof err);
+        else
+            trainer_parse_ll(flag, val, 1, 1000000, &iters, err, sizeof err);
+    }
+    if (err[0]) {
+        fprintf(stderr, "cross_core: %s\n", err);
+        return 2;
+    }
+    int me, peer;
+    if (!two_pus(&me, &peer)) {
+        fprintf(stderr, "cross_core: needs two PUs to run on\n");
+        return 1;
+    }
+    size_t n = (size_t)bytes / sizeof(float);
+    shared_t *sh = mmap(NULL, sizeof *sh + n * sizeof(float),
+                        PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                        -1, 0);
+    float *acc = calloc(n, sizeof *acc), *own = calloc(n, sizeof *own);
+    double *cross = malloc((size_t)iters * sizeof *cross);
+    double *local = malloc((size_t)iters * sizeof *local);
+    if (sh == MAP_FAILED || !acc || !own || !cross || !local) {
+        perror("cross_core: memory");
+        return 1;
+    }
+    pid_t child = fork();
+    if (child < 0) {
+        perror("cross_core: fork");
+        return 1;
+    }
+    if (child == 0) { /* the writer */
+        if (pin(peer) != 0) atomic_store(&sh->unpinned, 1);
+        for (long long k = 0; k < iters; k++) {
+            while (atomic_load(&sh->turn) != 2 * k) {
+            }
+            for (size_t i = 0; i < n; i++) sh->data[i] = (float)(k + i);
+            atomic_store(&sh->turn, 2 * k + 1);
+        }
+        _exit(0);
+    }
+    int status = pin(me);
+    for (long long k = 0; k < iters; k++) {
+        while (atomic_load(&sh->turn) != 2 * k + 1) {
+        }
+        cross[k] = read_add(acc, sh->data, n);
+        atomic_store(&sh->turn, 2 * k + 2);
+    }
+    int child_status;
+    if (waitpid(child, &child_status, 0) != child || child_status != 0 ||
+        atomic_load(&sh->unpinned))
+        status = 1;
+    for (long long k = 0; k < iters; k++) local[k] = read_add(acc, own, n);
+    if (status != 0) {
+        fprintf(stderr, "cross_core: could not pin to PUs %d and %d\n", me,
+                peer);
+        return 1;
+    }
+    double c = median(cross, iters), l = median(local, iters);
+    printf("cross-core read+add of %lld bytes: median %.1f us (%.1f GB/s), "
+           "best %.1f us; from the own cache: median %.1f us (%.1f GB/s) "
+           "(PUs %d and %d, %lld turns)\n", bytes, c * 1e6,
+           (double)bytes / c / 1e9, cross[0] * 1e6, l * 1e6,
+           (double)bytes / l / 1e9, me, peer, iters);
+    free(cross);
+    free(local);
+    free(acc);
+    free(own);
+    return 0;
+}
