@@ -133,6 +133,7 @@ for n in $ranks; do
     fi
 done
 case $normalize in on|off) ;; *) bad "--normalize: \"$normalize\" (on or off)" ;; esac
+case $no_install in 0|1) ;; *) bad "NO_INSTALL: \"$no_install\" (0 or 1)" ;; esac
 
 # ---- what the runs need ----
 ours=$root/examples/train_fmnist

@@ -261,6 +261,8 @@ with REPS=x expect_script 2 "$ct --reps: \"x\" is not an integer >= 1" \
 with MODELS=resnet expect_script 2 \
     "$ct --models: unknown model \"resnet\" (mlp, cnn)" \
     "$bench/compare_torch.sh"
+with NO_INSTALL=yes expect_script 2 "$ct NO_INSTALL: \"yes\" (0 or 1)" \
+    "$bench/compare_torch.sh"
 # expect_alone MESSAGE SCRIPT ARGS...: as expect_script 1 MESSAGE, and
 # MESSAGE is all the output: the script stopped there, having run nothing.
 expect_alone() {
