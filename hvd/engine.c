@@ -423,12 +423,6 @@ static int hvd__cond_wait_until(pthread_cond_t *cv, double until)
                : 0;
 }
 
-/* Sleeps until `until` (hvd__now's clock), a new request, or shutdown.
- * After a request it lets the burst that request starts (a backward pass
- * submits many) finish, so that they land in one cycle and fuse: it waits
- * until no request came for a short quiet spell, or until a caller waits
- * on a handle (then the burst is over: hvd_dist_opt_step waits once all
- * gradients are in). */
 /* With a spare PU, before sleeping on wake_cv (hvd__spin_s): spins,
  * without mu, until `until` or hvd__spin_s has passed, a request beyond
  * the first `seen` comes, or (watch_waiters) a caller waits. Called and
@@ -446,6 +440,12 @@ static void hvd__spin_for_work(uint64_t seen, int watch_waiters, double until)
     pthread_mutex_lock(&hvd__engine.mu);
 }
 
+/* Sleeps until `until` (hvd__now's clock), a new request, or shutdown.
+ * After a request it lets the burst that request starts (a backward pass
+ * submits many) finish, so that they land in one cycle and fuse: it waits
+ * until no request came for a short quiet spell, or until a caller waits
+ * on a handle (then the burst is over: hvd_dist_opt_step waits once all
+ * gradients are in). */
 static void hvd__sleep(double until)
 {
     const double quiet_s = 100e-6;
