@@ -232,6 +232,8 @@ for s in test install-deps; do
     with PATH="$dir/bin" expect_script 0 "scripts/$s: install" \
         "$top/scripts/$s" --help
 done
+with PATH="$dir/bin" expect_script 2 "scripts/sanitize: unknown mode \
+\"bogus\" (address or thread)" "$top/scripts/sanitize" bogus
 ct="compare_torch:"
 expect_script 2 "$ct --reps: \"x\" is not an integer >= 1" \
     "$bench/compare_torch.sh" --reps x
