@@ -126,6 +126,9 @@ static const struct hvd__setting {
      offsetof(hvd__config_t, intranode), NULL, hvd__intranode_names},
     {"HVD_HIERARCHICAL_ALLREDUCE", "0", "0 or 1",
      offsetof(hvd__config_t, hierarchical), NULL, hvd__bool_names},
+    /* 1 ms spans an mlp step, so neither thread sleeps while it trains. */
+    {"HVD_SPIN_TIME", "1", "milliseconds from 0 to 60000",
+     offsetof(hvd__config_t, spin_s), hvd__parse_millis, NULL},
 };
 enum { HVD__NSETTINGS = sizeof hvd__settings / sizeof hvd__settings[0] };
 

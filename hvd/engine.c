@@ -423,15 +423,15 @@ static int hvd__cond_wait_until(pthread_cond_t *cv, double until)
                : 0;
 }
 
-/* With a spare PU, before sleeping on wake_cv (hvd__spin_s): spins,
- * without mu, until `until` or hvd__spin_s has passed, a request beyond
- * the first `seen` comes, or (watch_waiters) a caller waits. Called and
- * returns with mu held. */
+/* With a spare PU, before sleeping on wake_cv (hvd__engine.spare_pus):
+ * spins, without mu, until `until` or HVD_SPIN_TIME has passed, a request
+ * beyond the first `seen` comes, or (watch_waiters) a caller waits.
+ * Called and returns with mu held. */
 static void hvd__spin_for_work(uint64_t seen, int watch_waiters, double until)
 {
-    if (!hvd__engine.spare_pus) return;
+    if (!hvd__engine.spare_pus || hvd__engine.config.spin_s <= 0) return;
     pthread_mutex_unlock(&hvd__engine.mu);
-    double end = hvd__now() + hvd__spin_s;
+    double end = hvd__now() + hvd__engine.config.spin_s;
     if (end > until) end = until;
     while (atomic_load(&hvd__engine.nsubmitted) == seen &&
            !(watch_waiters && atomic_load(&hvd__engine.waiters) > 0) &&

@@ -43,6 +43,7 @@ typedef struct {
     hvd__bind_t bind;
     hvd__intranode_t intranode;
     int hierarchical;              /* HVD_HIERARCHICAL_ALLREDUCE: 0 or 1 */
+    double spin_s;                 /* HVD_SPIN_TIME (hvd__engine.spare_pus) */
 } hvd__config_t;
 
 /* Fills config from the environment; HVD_ERR_ARG naming the variable. */
@@ -210,20 +211,18 @@ typedef struct {
                                  PUs are its own (hvd__own_pus) */
     int spare_pus;            /* set before the engine starts: it has more
                                  than one, so the engine and the caller
-                                 run side by side and their waits spin
-                                 before they sleep (hvd__spin_s) */
+                                 run side by side, and their waits spin
+                                 up to config.spin_s before they sleep:
+                                 a sleeping thread on another core takes
+                                 a cross-core wake-up to rouse (tens of
+                                 microseconds on a virtual machine's idle
+                                 vCPU, twice a step), while the spinning
+                                 costs only that spare PU's idle time */
     int shutdown_requested;
     int stalled;              /* HVD_ERR_STALL: every later call fails */
 } hvd__engine_t;
 
 extern hvd__engine_t hvd__engine;
-
-/* How long a wait spins before it sleeps when the rank has a spare PU: a
- * sleeping thread on another core takes a cross-core wake-up to rouse
- * (tens of microseconds on a virtual machine's idle vCPU, twice a step),
- * while the spinning costs only that spare PU's idle time. 1 ms spans an
- * mlp step, so neither thread sleeps while training runs. */
-static const double hvd__spin_s = 1e-3;
 
 /* One turn of a spin: tells the core (and a hypervisor) that it waits. */
 static inline void hvd__cpu_relax(void)

@@ -36,6 +36,8 @@ refused HVD_LOG_LEVEL=loud "$hvd error, warning, info or debug"
 refused HVD_BIND=everywhere "$hvd core, numa or none"
 refused HVD_INTRANODE=tcp "$hvd auto, shm or ring"
 refused HVD_HIERARCHICAL_ALLREDUCE=yes "$hvd 0 or 1"
+refused HVD_SPIN_TIME=-1 "$hvd milliseconds from 0 to 60000"
+refused HVD_SPIN_TIME=1ms "$hvd milliseconds from 0 to 60000"
 refused HVD_RING_SEGMENT_BYTES=12x "$ring 64 to 2^30"
 refused HVD_RING_SEGMENT_BYTES=1073741825 "$ring 64 to 2^30"
 refused HVD_RING_SMALL_BYTES=2147483648 "$ring 0 to 2^30"
@@ -58,7 +60,7 @@ grep -q -F "hvd[0] error: HVD_TIMELINE=$dir/none/t.json: cannot write it" \
 empty=
 for name in HVD_FUSION_THRESHOLD HVD_CYCLE_TIME HVD_TIMELINE \
     HVD_STALL_CHECK_TIME HVD_STALL_SHUTDOWN_TIME HVD_LOG_LEVEL HVD_BIND \
-    HVD_INTRANODE HVD_HIERARCHICAL_ALLREDUCE HVD_ALLREDUCE_ALGO \
+    HVD_INTRANODE HVD_HIERARCHICAL_ALLREDUCE HVD_SPIN_TIME HVD_ALLREDUCE_ALGO \
     HVD_RING_SEGMENT_BYTES HVD_RING_SMALL_BYTES HVD_SHM_SEGMENT_BYTES; do
     empty="$empty $name="
 done

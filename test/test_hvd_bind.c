@@ -10,6 +10,7 @@
  *            single-node machine).
  *   launcher the test binds each rank to one PU before hvd_init, as
  *            mpirun --bind-to core would: hvd_init leaves it there.
+ * An optional second argument, "nospin", sets HVD_SPIN_TIME=0.
  * The core and NUMA counts come from hwloc, the sets from the kernel.
  * Whatever the mode, the engine thread is in SCHED_BATCH (its wake-ups do
  * not preempt training)
@@ -167,6 +168,8 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "default";
     int launcher = !strcmp(mode, "launcher"), provided;
+    int spin = !(argc > 2 && !strcmp(argv[2], "nospin"));
+    if (!spin) setenv("HVD_SPIN_TIME", "0", 1);
     if (strcmp(mode, "default") != 0 && !launcher)
         setenv("HVD_BIND", mode, 1);
     cpu_set_t before, after;
@@ -239,15 +242,19 @@ int main(int argc, char **argv)
             n == 1 && (alone || CPU_COUNT(&before) >= local_size));
     spin_on_poll();
     /* With a PU for each of its threads, the caller and the engine spin
-     * a while before they sleep: most of these waits never sleep. */
+     * a while before they sleep: most of these waits never sleep. With
+     * HVD_SPIN_TIME=0 they all do. */
     int spare = n >= (alone ? 2 : 2 * local_size), fast;
     int slept = fast_waits_that_slept(200, &fast);
-    printf("rank %d (%s PUs): %d of 200 answered within 0.5 ms, %d of "
-           "those slept\n", test_rank, spare ? "spare" : "no spare", fast,
-           slept);
-    if (spare && fast >= 20 && slept >= fast / 2)
+    printf("rank %d (%s PUs, %s): %d of 200 answered within 0.5 ms, %d of "
+           "those slept\n", test_rank, spare ? "spare" : "no spare",
+           spin ? "spinning" : "HVD_SPIN_TIME=0", fast, slept);
+    if (spare && spin && fast >= 20 && slept >= fast / 2)
         TEST_FAIL("with spare PUs, %d of %d waits answered within 0.5 ms "
                   "slept", slept, fast);
+    if (spare && !spin && slept < fast / 2)
+        TEST_FAIL("with HVD_SPIN_TIME=0, only %d of %d waits answered "
+                  "within 0.5 ms slept", slept, fast);
     beside_a_busy_thread(); /* and shuts down */
     if (launcher) MPI_Finalize(); /* ours: hvd_init found MPI up */
     return test_exit_code();

@@ -39,6 +39,7 @@ static const char *const vars[] = {"HVD_FUSION_THRESHOLD",
                                    "HVD_BIND",
                                    "HVD_INTRANODE",
                                    "HVD_HIERARCHICAL_ALLREDUCE",
+                                   "HVD_SPIN_TIME",
                                    "HVD_RING_CHECK",
                                    "HVD_ALLREDUCE_ALGO",
                                    "HVD_RING_SEGMENT_BYTES",
@@ -189,7 +190,8 @@ static void check_hvd(void)
     hvd__config_t want = {.fusion_threshold = 128 << 20,
                           .cycle_time_s = 1e-3,
                           .stall_check_s = 60,
-                          .log_level = HVD__LOG_WARNING};
+                          .log_level = HVD__LOG_WARNING,
+                          .spin_s = 1e-3};
     const char *t, *bad = NULL;
     int i;
     double ms;
@@ -209,6 +211,8 @@ static void check_hvd(void)
     if (t) want.intranode = (hvd__intranode_t)i;
     RULE("HVD_HIERARCHICAL_ALLREDUCE",
          name_rule(t, bools, 0, &want.hierarchical));
+    RULE("HVD_SPIN_TIME", number_rule(t, 60e3, &ms));
+    if (t) want.spin_s = ms * 1e-3;
 
     hvd__config_t got;
     stderr_begin();
@@ -222,6 +226,7 @@ static void check_hvd(void)
     FUZZ_CHECK(got.log_level == want.log_level && got.bind == want.bind);
     FUZZ_CHECK(got.intranode == want.intranode);
     FUZZ_CHECK(got.hierarchical == want.hierarchical);
+    FUZZ_CHECK(got.spin_s == want.spin_s);
 }
 
 static void check_ring(void)

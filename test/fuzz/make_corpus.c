@@ -257,6 +257,7 @@ static void env_seeds(void)
                           "HVD_BIND=numa\n"
                           "HVD_INTRANODE=shm\n"
                           "HVD_HIERARCHICAL_ALLREDUCE=1\n"
+                          "HVD_SPIN_TIME=0.25\n"
                           "HVD_ALLREDUCE_ALGO=rdb\n"
                           "HVD_RING_SEGMENT_BYTES=64\n"
                           "HVD_RING_SMALL_BYTES=0\n"
@@ -267,6 +268,7 @@ static void env_seeds(void)
     env_seed("empty_values", "HVD_FUSION_THRESHOLD=\nHVD_ALLREDUCE_ALGO=\n");
     env_seed("bad_bytes", "HVD_FUSION_THRESHOLD=12x\n");
     env_seed("bad_cycle", "HVD_CYCLE_TIME=60001\n");
+    env_seed("bad_spin", "HVD_SPIN_TIME=1ms\n");
     env_seed("bad_stall", "HVD_STALL_CHECK_TIME=1s\nHVD_LOG_LEVEL=loud\n");
     env_seed("bad_names", "HVD_BIND=everywhere\nHVD_INTRANODE=tcp\n"
                           "HVD_HIERARCHICAL_ALLREDUCE=yes\n");
