@@ -75,6 +75,10 @@ typedef struct {
  * page boundary in every process, so every process finds the same one. */
 enum { RING__SHM_PAGE = 4096 };
 
+/* A rank reduces its segment this many bytes at a time and copies each
+ * tile to the caller's buffer while it is in L1 (ring__shm_reduce). */
+enum { RING__SHM_TILE_BYTES = 8192 };
+
 static char *ring__shm_page_up(char *p)
 {
     uintptr_t off = (uintptr_t)p % RING__SHM_PAGE;
@@ -269,18 +273,25 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
     char *acc = shm->slab[me] + off;
     for (int r = 0; r < n; r++)
         if (r != me) ring__shm_wait(&shm->ctl[r]->posted, c->base + s + 1);
-    if (len > 0) {
-        /* Every rank's segment in rank order; the own one from where the
-         * caller has it (it may be acc itself: packed). */
+    /* Across nodes the block is not final yet: ring__shm_cross ends it
+     * and copies it out. */
+    int copy_out = c->cross == MPI_COMM_NULL && c->dst + off != acc;
+    /* Every rank's segment in rank order; the own one from where the
+     * caller has it (it may be acc itself: packed). Reduced a tile at a
+     * time, each copied to dst while it is still in L1. */
+    size_t tile = RING__SHM_TILE_BYTES / c->esize;
+    for (size_t done = 0; done < len; done += tile) {
+        size_t k = len - done < tile ? len - done : tile;
+        size_t at_tile = off + done * c->esize;
         for (int r = 0; r < n; r++)
-            shm->inputs[r] = r == me ? c->src + off : shm->slab[r] + off;
-        ring__reduce_host_n(acc, shm->inputs, n, len, c->dtype, c->op,
-                            c->op == RING_AVERAGE ? n : 1);
+            shm->inputs[r] = r == me ? c->src + at_tile
+                                     : shm->slab[r] + at_tile;
+        ring__reduce_host_n(acc + done * c->esize, shm->inputs, n, k,
+                            c->dtype, c->op, c->op == RING_AVERAGE ? n : 1);
+        if (copy_out)
+            memcpy(c->dst + at_tile, acc + done * c->esize, k * c->esize);
     }
-    /* Across nodes the block is not final yet: ring__shm_cross ends it. */
     if (c->cross != MPI_COMM_NULL) return;
-    if (len > 0 && c->dst + off != acc)
-        memcpy(c->dst + off, acc, len * c->esize);
     atomic_store_explicit(&shm->ctl[me]->reduced, c->base + s + 1,
                           memory_order_release);
 }
