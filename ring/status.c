@@ -19,22 +19,23 @@ const char *ring_strerror(int status)
     return "unknown status";
 }
 
-/* One line on stderr, prefixed with the world rank so that interleaved
- * output from many ranks can still be told apart. */
-/* Whether MPI may be called: initialized, not yet finalized (both asks
- * may be made at any time). */
-static int ring__mpi_up(void)
+/* Why MPI may not be called now, or NULL when it may (both asks may be
+ * made at any time). */
+static const char *ring__mpi_down(void)
 {
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    return up && !down;
+    if (down) return "finalized";
+    return up ? NULL : "not initialized (call MPI_Init first)";
 }
 
+/* One line on stderr, prefixed with the world rank so that interleaved
+ * output from many ranks can still be told apart. */
 void ring__log(const char *fmt, ...)
 {
     int rank = -1;
-    if (ring__mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (!ring__mpi_down()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "hvd[%d]: ", rank);
@@ -54,11 +55,9 @@ void ring__log_mpi_error(int rc, const char *call, const char *file, int line)
 
 int ring__check_mpi_up(const char *func)
 {
-    int down = 0;
-    if (ring__mpi_up()) return RING_OK;
-    MPI_Finalized(&down);
-    ring__log("%s: MPI is %s", func,
-              down ? "finalized" : "not initialized (call MPI_Init first)");
+    const char *why = ring__mpi_down();
+    if (!why) return RING_OK;
+    ring__log("%s: MPI is %s", func, why);
     return RING_ERR_STATE;
 }
 
