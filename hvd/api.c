@@ -225,11 +225,12 @@ int hvd_wait(hvd_handle_t handle)
     if (!handle->done) {
         hvd__engine.waiters++; /* ends the engine's wait for more requests */
         pthread_cond_signal(&hvd__engine.wake_cv);
-        if (hvd__engine.spare_pus && hvd__engine.config.spin_s > 0) {
+        double spin = hvd__spin_time();
+        if (spin > 0) {
             /* The engine runs beside us, and usually answers sooner than
              * this thread, asleep, could be woken (spare_pus). */
             pthread_mutex_unlock(&hvd__engine.mu);
-            double until = hvd__now() + hvd__engine.config.spin_s;
+            double until = hvd__now() + spin;
             while (!handle->done && hvd__now() < until) hvd__cpu_relax();
             pthread_mutex_lock(&hvd__engine.mu);
         }

@@ -429,9 +429,10 @@ static int hvd__cond_wait_until(pthread_cond_t *cv, double until)
  * Called and returns with mu held. */
 static void hvd__spin_for_work(uint64_t seen, int watch_waiters, double until)
 {
-    if (!hvd__engine.spare_pus || hvd__engine.config.spin_s <= 0) return;
+    double spin = hvd__spin_time();
+    if (spin <= 0) return;
     pthread_mutex_unlock(&hvd__engine.mu);
-    double end = hvd__now() + hvd__engine.config.spin_s;
+    double end = hvd__now() + spin;
     if (end > until) end = until;
     while (atomic_load(&hvd__engine.nsubmitted) == seen &&
            !(watch_waiters && atomic_load(&hvd__engine.waiters) > 0) &&

@@ -224,6 +224,13 @@ typedef struct {
 
 extern hvd__engine_t hvd__engine;
 
+/* How long a wait spins before it sleeps: HVD_SPIN_TIME with a spare PU,
+ * else 0 (spare_pus says why). */
+static inline double hvd__spin_time(void)
+{
+    return hvd__engine.spare_pus ? hvd__engine.config.spin_s : 0;
+}
+
 /* One turn of a spin: tells the core (and a hypervisor) that it waits. */
 static inline void hvd__cpu_relax(void)
 {
