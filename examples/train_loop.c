@@ -163,7 +163,10 @@ static int build(loop_t *L)
     L->sctx = (trainer_sgd_t){&L->m, &L->sgd};
     hvd_dist_opt_options_t dopt = {.backward_passes_per_step = 1,
                                    .fp16_compression = o->fp16_allreduce,
-                                   .op = HVD_AVERAGE};
+                                   .op = HVD_AVERAGE,
+                                   .shard_params = o->shard_optimizer
+                                                       ? L->m.param_slab
+                                                       : NULL};
     status = trainer_dist_opt_create(&L->dopt, &L->sctx, &dopt);
     if (status != HVD_OK) {
         fprintf(stderr, "%s: hvd_dist_opt_create: %s\n", c->name,
@@ -394,6 +397,16 @@ static int evaluate(loop_t *L, int64_t epoch, const epoch_t *e)
 static int checkpoint(loop_t *L, int64_t epochs_done)
 {
     int32_t ck = 0;
+    /* A sharded step left each rank's momentum current for its share. */
+    if (L->sgd.velocity) {
+        int status = hvd_dist_opt_sync_state(L->dopt, L->sgd.velocity,
+                                             L->sgd.count);
+        if (status != HVD_OK) {
+            fprintf(stderr, "%s: gathering the optimizer state: %s\n",
+                    L->cfg->name, hvd_strerror(status));
+            return 1;
+        }
+    }
     if (L->rank == 0) {
         ckpt_state_t st = ckpt_state(L);
         st.epoch = epochs_done;

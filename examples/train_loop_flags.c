@@ -33,6 +33,10 @@ void train_loop_usage(const train_loop_config_t *cfg, FILE *f)
         "  --fp16-allreduce       gradients travel as float16 (half the "
         "bytes;\n"
         "                         the update stays float32)\n"
+        "  --shard-optimizer on|off  each rank updates only its share of\n"
+        "                         the parameters and receives the others'\n"
+        "                         (ZeRO stage 1): same result, less work\n"
+        "                         (off)\n"
         "  --max-steps K          stop after K steps in total (counted from\n"
         "                         epoch 0), for tests\n"
         "  --train-limit N        use only the first N training images\n"
@@ -146,11 +150,13 @@ static int parse_value(const char *flag, const char *val,
     if (!strcmp(flag, "--progress"))
         return parse_word(flag, val, progress, "mode", "auto, bar or lines",
                           &o->progress, err, n);
-    if (!strcmp(flag, "--normalize")) {
+    if (!strcmp(flag, "--normalize") || !strcmp(flag, "--shard-optimizer")) {
         if (parse_word(flag, val, on_off, "value", "on or off", &word, err,
                        n))
             return -1;
-        o->normalize = !strcmp(word, "on");
+        *(!strcmp(flag, "--normalize") ? &o->normalize
+                                       : &o->shard_optimizer) =
+            !strcmp(word, "on");
         return 0;
     }
     snprintf(err, n, "unknown flag \"%s\"", flag);
@@ -168,7 +174,7 @@ int train_loop_parse_flags(const train_loop_config_t *cfg, int argc,
     static const char *const with_value[] = {
         "--model", "--epochs", "--batch-size", "--lr", "--seed", "--data",
         "--checkpoint", "--max-steps", "--train-limit", "--device",
-        "--progress", "--normalize"};
+        "--progress", "--normalize", "--shard-optimizer"};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         char flag[64];
@@ -199,6 +205,11 @@ int train_loop_parse_flags(const train_loop_config_t *cfg, int argc,
     }
     if (o->resume && !o->checkpoint) {
         snprintf(err, n, "--resume needs --checkpoint PATH");
+        return -1;
+    }
+    if (o->shard_optimizer && o->fp16_allreduce) {
+        snprintf(err, n, "--shard-optimizer on: the sharded step reduces "
+                         "float32 gradients; drop --fp16-allreduce");
         return -1;
     }
     return 0;

@@ -75,6 +75,14 @@ int trainer_sgd_step(void *ctx)
     return model_sgd_step(c->sgd, c->m->param_slab, c->m->grad_slab);
 }
 
+int trainer_sgd_update(void *ctx, size_t first, float *grad_to_param,
+                       size_t n)
+{
+    trainer_sgd_t *c = ctx;
+    return model_sgd_step_range(c->sgd, c->m->param_slab, first,
+                                grad_to_param, n);
+}
+
 int trainer_grad_hook(void *ctx, size_t param_idx)
 {
     return hvd_dist_opt_grad_ready((hvd_dist_opt_t *)ctx, param_idx);
@@ -96,9 +104,9 @@ int trainer_dist_opt_create(hvd_dist_opt_t **opt, trainer_sgd_t *sgd,
             counts[i] = model_param_count(m, i);
         }
         /* hvd copies the arrays: they are ours to free. */
-        status = hvd_dist_opt_create(opt, (hvd_optimizer_t){trainer_sgd_step,
-                                                            sgd},
-                                     n, names, grads, counts, options);
+        hvd_optimizer_t inner = {trainer_sgd_step, sgd, trainer_sgd_update};
+        status = hvd_dist_opt_create(opt, inner, n, names, grads, counts,
+                                     options);
     }
     free(names);
     free(grads);

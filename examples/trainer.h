@@ -42,8 +42,10 @@ typedef struct {
 int trainer_dist_opt_create(hvd_dist_opt_t **opt, trainer_sgd_t *sgd,
                             const hvd_dist_opt_options_t *options);
 
-/* hvd_optimizer_t.step for a trainer_sgd_t. */
+/* hvd_optimizer_t.step and .update for a trainer_sgd_t. */
 int trainer_sgd_step(void *ctx);
+int trainer_sgd_update(void *ctx, size_t first, float *grad_to_param,
+                       size_t n);
 /* model_backward's hook for an hvd_dist_opt_t: the gradient is final. */
 int trainer_grad_hook(void *ctx, size_t param_idx);
 

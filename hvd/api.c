@@ -174,17 +174,21 @@ static int hvd__bad(const char *func, const char *why)
 /* Checks what every collective shares and queues the request. */
 static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
                        void *recvbuf, size_t count, int dtype, int op,
-                       int root, const char *name, hvd_handle_t *handle)
+                       int root, const char *name, const ring_apply_t *apply,
+                       hvd_handle_t *handle)
 {
+    int reduces = kind == HVD__ALLREDUCE || kind == HVD__ALLREDUCE_APPLY;
     int status = hvd__check_up(func);
     if (status != HVD_OK) return status;
     if (!handle) return hvd__bad(func, "handle is NULL");
     *handle = NULL;
     if (ring_dtype_size((ring_dtype_t)dtype) == 0)
         return hvd__bad(func, "unknown dtype");
-    if (kind == HVD__ALLREDUCE && ring_op_name((ring_op_t)op) == NULL)
+    if (kind == HVD__ALLREDUCE_APPLY && (!apply || !apply->fn))
+        return hvd__bad(func, "apply or apply->fn is NULL");
+    if (reduces && ring_op_name((ring_op_t)op) == NULL)
         return hvd__bad(func, "unknown op");
-    if (kind == HVD__ALLREDUCE && op == HVD_AVERAGE && dtype >= HVD_INT32)
+    if (reduces && op == HVD_AVERAGE && dtype >= HVD_INT32)
         return hvd__bad(func, "average is for floating dtypes (use sum)");
     if (count > 0 && (!sendbuf || !recvbuf))
         return hvd__bad(func, "NULL buffer with count > 0");
@@ -198,7 +202,7 @@ static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
     hvd_handle_t h = calloc(1, sizeof *h);
     if (!h) return HVD_ERR_NOMEM;
     h->desc = (hvd__desc_t){.kind = kind, .dtype = dtype,
-                            .op = kind == HVD__ALLREDUCE ? op : 0,
+                            .op = reduces ? op : 0,
                             .root = kind == HVD__BROADCAST ? root : 0,
                             .count = count};
     if (name)
@@ -209,6 +213,7 @@ static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
                  (unsigned long long)hvd__unnamed_seq[kind]++);
     h->sendbuf = sendbuf;
     h->recvbuf = recvbuf;
+    if (apply) h->apply = *apply;
     status = hvd__engine_submit(h);
     if (status != HVD_OK) {
         free(h);
@@ -271,7 +276,7 @@ int hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,
                         hvd_handle_t *handle)
 {
     return hvd__submit("hvd_allreduce", HVD__ALLREDUCE, sendbuf, recvbuf,
-                       count, dtype, op, 0, name, handle);
+                       count, dtype, op, 0, name, NULL, handle);
 }
 
 int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -282,11 +287,20 @@ int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                                         name, &h), &h);
 }
 
+int hvd__allreduce_apply_async(const float *sendbuf, float *recvbuf,
+                               size_t count, hvd_op_t op, const char *name,
+                               const ring_apply_t *apply, hvd_handle_t *handle)
+{
+    return hvd__submit("hvd__allreduce_apply_async", HVD__ALLREDUCE_APPLY,
+                       sendbuf, recvbuf, count, HVD_FLOAT32, op, 0, name,
+                       apply, handle);
+}
+
 int hvd_broadcast_async(void *buf, size_t count, hvd_dtype_t dtype, int root,
                         const char *name, hvd_handle_t *handle)
 {
     return hvd__submit("hvd_broadcast", HVD__BROADCAST, buf, buf, count,
-                       dtype, 0, root, name, handle);
+                       dtype, 0, root, name, NULL, handle);
 }
 
 int hvd_broadcast(void *buf, size_t count, hvd_dtype_t dtype, int root,
@@ -301,19 +315,20 @@ int hvd_allgather(const void *sendbuf, size_t count, void *recvbuf,
 {
     hvd_handle_t h;
     return hvd__run(hvd__submit("hvd_allgather", HVD__ALLGATHER, sendbuf,
-                                recvbuf, count, dtype, 0, 0, name, &h), &h);
+                                recvbuf, count, dtype, 0, 0, name, NULL, &h),
+                    &h);
 }
 
 int hvd_barrier(void)
 {
     hvd_handle_t h;
     return hvd__run(hvd__submit("hvd_barrier", HVD__BARRIER, NULL, NULL, 0,
-                                HVD_UINT8, 0, 0, NULL, &h), &h);
+                                HVD_UINT8, 0, 0, NULL, NULL, &h), &h);
 }
 
 int hvd_join(void)
 {
     hvd_handle_t h;
     return hvd__run(hvd__submit("hvd_join", HVD__JOIN, NULL, NULL, 0,
-                                HVD_UINT8, 0, 0, NULL, &h), &h);
+                                HVD_UINT8, 0, 0, NULL, NULL, &h), &h);
 }

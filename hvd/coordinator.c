@@ -273,6 +273,13 @@ static void hvd__check_agreement(const hvd__entry_t *e, char *message,
     if (ref && ref->kind == HVD__BROADCAST && hvd__table.joined[ref->root])
         snprintf(message, len, "'%s': broadcast root %d has joined",
                  ref->name, ref->root);
+    for (int r = 0; ref && ref->kind == HVD__ALLREDUCE_APPLY &&
+                    r < hvd__engine.size; r++)
+        if (hvd__table.joined[r]) {
+            snprintf(message, len, "'%s': a sharded optimizer step needs "
+                     "every rank, and rank %d has joined", ref->name, r);
+            break;
+        }
 }
 
 static int hvd__entry_ready(const hvd__entry_t *e)

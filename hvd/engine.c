@@ -51,7 +51,8 @@ hvd__engine_t hvd__engine = {
 const char *hvd__kind_name(int kind)
 {
     static const char *const names[HVD__KIND_COUNT] = {
-        "allreduce", "broadcast", "allgather", "barrier", "join"};
+        "allreduce", "broadcast", "allgather", "barrier", "join",
+        "allreduce_apply"};
     return kind >= 0 && kind < HVD__KIND_COUNT ? names[kind] : "unknown";
 }
 

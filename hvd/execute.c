@@ -128,6 +128,26 @@ static char *hvd__grow(char **data, size_t *cap, size_t nbytes)
     return *data;
 }
 
+/* Within one node each block is applied by its owner as it is reduced.
+ * Elsewhere every rank reduces the whole into the fusion buffer and
+ * applies all of it there, so apply never sees recvbuf. */
+static int hvd__allreduce_apply(const float *sendbuf, float *recvbuf,
+                                size_t count, ring_op_t op,
+                                const ring_apply_t *apply)
+{
+    size_t nbytes = count * sizeof(float);
+    if (hvd__use_shm(nbytes) && hvd__cross_comm == MPI_COMM_NULL)
+        return ring_shm_allreduce_apply(hvd__shm, sendbuf, recvbuf, count,
+                                        RING_FLOAT32, op, apply);
+    char *buf = hvd__grow(&hvd__fusion.data, &hvd__fusion.cap, nbytes + 1);
+    if (!buf) return HVD_ERR_NOMEM;
+    int status = hvd__allreduce(sendbuf, buf, count, RING_FLOAT32, op);
+    if (status != HVD_OK) return status;
+    apply->fn(apply->ctx, 0, buf, count);
+    memcpy(recvbuf, buf, nbytes);
+    return HVD_OK;
+}
+
 /* nbytes of zeros, for a joined rank. */
 static char *hvd__zeros(size_t nbytes)
 {
@@ -140,8 +160,11 @@ static char *hvd__zeros(size_t nbytes)
  * path they took. */
 static const char *hvd__phase(const hvd__desc_t *d, size_t nbytes)
 {
-    if (d->kind != HVD__ALLREDUCE) return hvd__kind_name(d->kind);
     int hier = hvd__node_comm != MPI_COMM_NULL;
+    if (d->kind == HVD__ALLREDUCE_APPLY)
+        return hvd__use_shm(nbytes) && !hier ? "SHM_ALLREDUCE_APPLY"
+                                             : "ALLREDUCE_APPLY";
+    if (d->kind != HVD__ALLREDUCE) return hvd__kind_name(d->kind);
     if (hvd__use_shm(nbytes)) return hier ? "HIER_SHM_ALLREDUCE" : "SHM_ALLREDUCE";
     return hier ? "HIER_ALLREDUCE" : "RING_ALLREDUCE";
 }
@@ -169,6 +192,10 @@ static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
         return hvd__allreduce(h ? h->sendbuf : z, h ? h->recvbuf : z,
                               d->count, dtype, (ring_op_t)d->op);
     }
+    case HVD__ALLREDUCE_APPLY: /* never with a joined rank (coordinator) */
+        if (!h) return HVD_ERR_STATE;
+        return hvd__allreduce_apply(h->sendbuf, h->recvbuf, d->count,
+                                    (ring_op_t)d->op, &h->apply);
     case HVD__BROADCAST: {
         char *z = h ? NULL : hvd__zeros(nbytes);
         if (!h && !z) return HVD_ERR_NOMEM;

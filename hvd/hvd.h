@@ -107,12 +107,28 @@ const char *hvd_strerror(int status);
 typedef struct {
     int (*step)(void *ctx); /* 0 on success */
     void *ctx;
+    /* For a sharded step only (shard_params), else may be NULL: elements
+     * [first, first + n) of the parameters, counted over all tensors in
+     * order, are to be stepped; grad_to_param holds their averaged
+     * gradients and receives their new values (the parameters themselves
+     * must not be written). Called on hvd's thread while step waits. */
+    int (*update)(void *ctx, size_t first, float *grad_to_param, size_t n);
 } hvd_optimizer_t;
 
 typedef struct {
     int backward_passes_per_step; /* local accumulation before reducing: 1 */
     int fp16_compression;         /* gradients travel as float16: 0 */
     hvd_op_t op;                  /* HVD_AVERAGE (default) or HVD_SUM */
+    /* NULL, or a sharded step (ZeRO stage 1, as PyTorch's
+     * ZeroRedundancyOptimizer): the parameters, one range laid out like
+     * the gradients, which must then lie back to back in one range too.
+     * step reduces all gradients in one call in which each rank updates
+     * only its share of the parameters (through inner.update) and
+     * receives the others' new values: less work per rank, the same
+     * parameters bitwise. Nothing starts from the backward hook, and no
+     * rank may have joined. Each rank's optimizer state is then current
+     * only for its share: hvd_dist_opt_sync_state before saving it. */
+    float *shard_params;
 } hvd_dist_opt_options_t;
 
 typedef struct hvd_dist_opt hvd_dist_opt_t;
@@ -135,6 +151,12 @@ int hvd_dist_opt_grad_ready(hvd_dist_opt_t *opt, size_t tensor_idx);
  * k x size micro-batches. */
 int hvd_dist_opt_step(hvd_dist_opt_t *opt);
 void hvd_dist_opt_free(hvd_dist_opt_t **opt);
+/* Collective. With shard_params, makes every rank's copy of count floats
+ * of per-parameter optimizer state (e.g. the momentum buffer; count is the
+ * parameters' number) whole: each element from the rank that last updated
+ * it. Without shard_params every rank's copy is whole already, and this
+ * returns at once. */
+int hvd_dist_opt_sync_state(hvd_dist_opt_t *opt, float *state, size_t count);
 
 /* Root's count floats to every rank (parameters before the first step;
  * optimizer state, e.g. the momentum buffer, on resume). */

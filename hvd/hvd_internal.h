@@ -118,6 +118,9 @@ typedef enum {
     HVD__ALLGATHER,
     HVD__BARRIER,
     HVD__JOIN,
+    HVD__ALLREDUCE_APPLY, /* a sharded optimizer step: not fused, and no
+                             rank may have joined (its block has no one to
+                             apply it) */
     HVD__KIND_COUNT
 } hvd__kind_t;
 
@@ -145,6 +148,7 @@ struct hvd_handle {
     hvd__desc_t desc;
     const void *sendbuf;
     void *recvbuf;
+    ring_apply_t apply;       /* HVD__ALLREDUCE_APPLY's */
     int status;               /* valid once done */
     _Atomic int done;         /* set under mu; hvd_wait may also spin on
                                  it without */
@@ -155,6 +159,15 @@ struct hvd_handle {
     double submit_s;          /* engine only: for stalls and the timeline */
     struct hvd_handle *next;  /* in the incoming queue or the pending list */
 };
+
+/* An allreduce of float32 whose reduced result passes through apply
+ * before every rank receives it in recvbuf (ring_apply_t: on one node each
+ * element is applied once, by its owner; otherwise on every rank). apply
+ * never sees recvbuf itself, so it may read recvbuf's old values. */
+int hvd__allreduce_apply_async(const float *sendbuf, float *recvbuf,
+                               size_t count, hvd_op_t op, const char *name,
+                               const ring_apply_t *apply,
+                               hvd_handle_t *handle);
 
 /* ---- name -> pointer (index.c); keys are not copied ---- */
 typedef struct {

@@ -4,6 +4,13 @@
  * while backward goes on; step waits for them all and applies the wrapped
  * optimizer. Also the broadcasts of parameters and optimizer state.
  *
+ * Sharded (shard_params), step instead reduces the whole gradient range in
+ * one allreduce whose owner of each block steps that block's parameters on
+ * the way (hvd__allreduce_apply_async): on one node each rank then updates
+ * 1/N of the parameters, and what crosses between the ranks in the gather
+ * is new parameters instead of gradients. The update is elementwise, so
+ * the parameters are bitwise those of the unsharded step.
+ *
  * Left out: anything about the model itself; hvd sees only named float
  * arrays and a step callback. */
 #include <stdlib.h>
@@ -20,6 +27,9 @@ struct hvd_dist_opt {
     uint16_t **halves;       /* (ntensors) fp16 copies, when compressing */
     hvd_handle_t *handles;   /* (ntensors) NULL when not in flight */
     int pass;                /* backward passes done in this step */
+    size_t total;            /* elements over all tensors */
+    float *base;             /* sharded: where the gradients' range starts */
+    int update_status;       /* sharded: the first failure of inner.update */
 };
 
 void hvd_dist_opt_free(hvd_dist_opt_t **optp)
@@ -40,12 +50,36 @@ void hvd_dist_opt_free(hvd_dist_opt_t **optp)
     *optp = NULL;
 }
 
+/* Whether the gradients tile one range, in any order (no two overlap, and
+ * together they span exactly their total); then opt->base is its start.
+ * O(n^2) in the tensors of one model, once. */
+static int hvd__dist_opt_tile(hvd_dist_opt_t *opt)
+{
+    uintptr_t low = UINTPTR_MAX, high = 0;
+    for (size_t i = 0; i < opt->ntensors; i++) {
+        if (!opt->counts[i]) continue;
+        uintptr_t si = (uintptr_t)opt->grads[i];
+        uintptr_t ei = (uintptr_t)(opt->grads[i] + opt->counts[i]);
+        for (size_t j = i + 1; j < opt->ntensors; j++)
+            if (opt->counts[j] && si < (uintptr_t)(opt->grads[j] +
+                                                   opt->counts[j]) &&
+                (uintptr_t)opt->grads[j] < ei)
+                return 0;
+        if (si < low) {
+            low = si;
+            opt->base = opt->grads[i];
+        }
+        if (ei > high) high = ei;
+    }
+    return opt->total == 0 || high - low == opt->total * sizeof(float);
+}
+
 int hvd_dist_opt_create(hvd_dist_opt_t **optp, hvd_optimizer_t inner,
                         size_t ntensors, const char *const *names,
                         float *const *grads, const size_t *counts,
                         const hvd_dist_opt_options_t *options)
 {
-    hvd_dist_opt_options_t defaults = {1, 0, HVD_AVERAGE};
+    hvd_dist_opt_options_t defaults = {1, 0, HVD_AVERAGE, NULL};
     const hvd_dist_opt_options_t *o = options ? options : &defaults;
     if (!optp || !inner.step || (ntensors && (!names || !grads || !counts)) ||
         o->backward_passes_per_step < 1 ||
@@ -53,6 +87,12 @@ int hvd_dist_opt_create(hvd_dist_opt_t **optp, hvd_optimizer_t inner,
         fprintf(stderr, "hvd: hvd_dist_opt_create: invalid argument (NULL "
                         "array or step, backward_passes_per_step < 1, or an "
                         "op other than average or sum)\n");
+        return HVD_ERR_ARG;
+    }
+    if (o->shard_params && (!inner.update || o->fp16_compression)) {
+        fprintf(stderr, "hvd: hvd_dist_opt_create: shard_params needs %s\n",
+                !inner.update ? "inner.update"
+                              : "float32 gradients (not fp16_compression)");
         return HVD_ERR_ARG;
     }
     hvd_dist_opt_t *opt = calloc(1, sizeof *opt);
@@ -86,10 +126,18 @@ int hvd_dist_opt_create(hvd_dist_opt_t **optp, hvd_optimizer_t inner,
         strcpy(opt->names[i], names[i]);
         opt->grads[i] = grads[i];
         opt->counts[i] = counts[i];
+        opt->total += counts[i];
         if (o->fp16_compression) {
             opt->halves[i] = malloc(counts[i] * sizeof(uint16_t) + 1);
             if (!opt->halves[i]) goto nomem;
         }
+    }
+    if (o->shard_params && !hvd__dist_opt_tile(opt)) {
+        fprintf(stderr, "hvd: hvd_dist_opt_create: shard_params: the "
+                        "gradients do not lie back to back in one range; a "
+                        "sharded step reduces one range\n");
+        hvd_dist_opt_free(optp);
+        return HVD_ERR_ARG;
     }
     return HVD_OK;
 nomem:
@@ -114,6 +162,38 @@ static int hvd__dist_opt_start(hvd_dist_opt_t *opt, size_t i)
                                &opt->handles[i]);
 }
 
+/* Sharding needs another rank to share with. */
+static int hvd__dist_opt_sharded(const hvd_dist_opt_t *opt)
+{
+    return opt->options.shard_params && hvd_size() > 1;
+}
+
+/* ring_apply_t's fn for the sharded step: the owner's update. */
+static void hvd__dist_opt_update(void *ctx, size_t first, void *data,
+                                 size_t n)
+{
+    hvd_dist_opt_t *opt = ctx;
+    int s = opt->inner.update(opt->inner.ctx, first, data, n);
+    if (s != 0 && opt->update_status == 0) opt->update_status = s;
+}
+
+/* The sharded step: every gradient, reduced, into new parameters. */
+static int hvd__dist_opt_sharded_step(hvd_dist_opt_t *opt)
+{
+    float *g = opt->base;
+    int k = opt->options.backward_passes_per_step;
+    if (k > 1)
+        for (size_t j = 0; j < opt->total; j++) g[j] /= (float)k;
+    ring_apply_t apply = {hvd__dist_opt_update, opt};
+    hvd_handle_t h;
+    opt->update_status = 0;
+    int status = hvd__allreduce_apply_async(g, opt->options.shard_params,
+                                            opt->total, opt->options.op,
+                                            "hvd.sharded_step", &apply, &h);
+    if (status == HVD_OK) status = hvd_wait(h);
+    return status != HVD_OK ? status : opt->update_status;
+}
+
 int hvd_dist_opt_grad_ready(hvd_dist_opt_t *opt, size_t i)
 {
     if (!opt || i >= opt->ntensors) {
@@ -124,7 +204,9 @@ int hvd_dist_opt_grad_ready(hvd_dist_opt_t *opt, size_t i)
                             "the optimizer has %zu\n", i, opt->ntensors);
         return HVD_ERR_ARG;
     }
-    if (opt->pass + 1 < opt->options.backward_passes_per_step) return HVD_OK;
+    if (opt->pass + 1 < opt->options.backward_passes_per_step ||
+        hvd__dist_opt_sharded(opt))
+        return HVD_OK;
     if (opt->handles[i]) {
         fprintf(stderr, "hvd: gradient '%s' was made ready twice in one "
                         "step\n", opt->names[i]);
@@ -142,6 +224,7 @@ int hvd_dist_opt_step(hvd_dist_opt_t *opt)
     }
     if (++opt->pass < opt->options.backward_passes_per_step) return HVD_OK;
     opt->pass = 0;
+    if (hvd__dist_opt_sharded(opt)) return hvd__dist_opt_sharded_step(opt);
     /* A gradient backward never reported still has to be reduced, or the
      * ranks would disagree on what the step made. */
     for (size_t i = 0; i < opt->ntensors; i++)
@@ -158,6 +241,33 @@ int hvd_dist_opt_step(hvd_dist_opt_t *opt)
     }
     if (status != HVD_OK) return status;
     return opt->inner.step(opt->inner.ctx); /* its statuses are ours */
+}
+
+/* ring_apply_t's fn of hvd_dist_opt_sync_state: what the reduction made is
+ * dropped; the owner's own state is what every rank receives. */
+static void hvd__dist_opt_own_state(void *ctx, size_t first, void *data,
+                                    size_t n)
+{
+    memcpy(data, (const float *)ctx + first, n * sizeof(float));
+}
+
+int hvd_dist_opt_sync_state(hvd_dist_opt_t *opt, float *state, size_t count)
+{
+    const char *bad = !opt                 ? "opt is NULL"
+                      : count != opt->total  ? "count is not the parameters' "
+                                               "number"
+                      : count && !state      ? "state is NULL"
+                                             : NULL;
+    if (bad) {
+        fprintf(stderr, "hvd: hvd_dist_opt_sync_state: %s\n", bad);
+        return HVD_ERR_ARG;
+    }
+    if (!hvd__dist_opt_sharded(opt)) return HVD_OK;
+    ring_apply_t apply = {hvd__dist_opt_own_state, state};
+    hvd_handle_t h;
+    int status = hvd__allreduce_apply_async(state, state, count, HVD_SUM,
+                                            "hvd.sync_state", &apply, &h);
+    return status == HVD_OK ? hvd_wait(h) : status;
 }
 
 int hvd_broadcast_parameters(float *params, size_t count, int root)

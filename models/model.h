@@ -182,6 +182,13 @@ void model_sgd_free(model_sgd_t *opt);
 
 /* One step of params (count) from grads (count), with opt->lr. */
 int model_sgd_step(model_sgd_t *opt, float *params, const float *grads);
+/* The same step for elements [first, first + n) only, for a sharded step:
+ * grad_to_param holds their gradients and receives their new values;
+ * params (the whole slab, count) is only read, and the velocity of those
+ * elements is updated. Bitwise what model_sgd_step makes of them.
+ * MODEL_ERR_ARG when the range is not within count. */
+int model_sgd_step_range(model_sgd_t *opt, const float *params, size_t first,
+                         float *grad_to_param, size_t n);
 
 /* The linear scaling rule with warm-up (Goyal et al., Horovod's
  * LearningRateWarmupCallback): the learning rate at `epoch` (fractional:

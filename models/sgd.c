@@ -35,20 +35,42 @@ void model_sgd_free(model_sgd_t *opt)
     memset(opt, 0, sizeof(*opt));
 }
 
+/* n elements from `first` on: out[i] = the stepped p[i], p, g and out all
+ * at that element (out may be p or g: element i is read before it is
+ * written). */
+static void model__sgd_range(model_sgd_t *opt, size_t first, const float *p,
+                             const float *g, float *out, size_t n)
+{
+    const float lr = opt->lr, mu = opt->momentum, wd = opt->weight_decay;
+    float *v = opt->velocity ? opt->velocity + first : NULL;
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i] + wd * p[i];
+        if (mu > 0) {
+            v[i] = mu * v[i] + d;
+            d = opt->nesterov ? d + mu * v[i] : v[i];
+        }
+        out[i] = p[i] - lr * d;
+    }
+}
+
 int model_sgd_step(model_sgd_t *opt, float *params, const float *grads)
 {
     if (!opt || (opt->count && (!params || !grads))) return MODEL_ERR_ARG;
-    const float lr = opt->lr, mu = opt->momentum, wd = opt->weight_decay;
-    float *v = opt->velocity;
-    if (mu > 0 && opt->count && !v) return MODEL_ERR_STATE;
-    for (size_t i = 0; i < opt->count; i++) {
-        float g = grads[i] + wd * params[i];
-        if (mu > 0) {
-            v[i] = mu * v[i] + g;
-            g = opt->nesterov ? g + mu * v[i] : v[i];
-        }
-        params[i] -= lr * g;
-    }
+    if (opt->momentum > 0 && opt->count && !opt->velocity)
+        return MODEL_ERR_STATE;
+    model__sgd_range(opt, 0, params, grads, params, opt->count);
+    return MODEL_OK;
+}
+
+int model_sgd_step_range(model_sgd_t *opt, const float *params, size_t first,
+                         float *grad_to_param, size_t n)
+{
+    if (!opt || (n && (!params || !grad_to_param)) || first > opt->count ||
+        n > opt->count - first)
+        return MODEL_ERR_ARG;
+    if (opt->momentum > 0 && n && !opt->velocity) return MODEL_ERR_STATE;
+    model__sgd_range(opt, first, params + first, grad_to_param, grad_to_param,
+                     n);
     return MODEL_OK;
 }
 

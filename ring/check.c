@@ -27,6 +27,7 @@ static const char *const ring__kind_names[RING__KIND_COUNT] = {
     [RING__BROADCAST] = "ring_broadcast",
     [RING__SHM_ALLREDUCE] = "ring_shm_allreduce",
     [RING__SHM_ALLREDUCE_HIER] = "ring_shm_allreduce_hier",
+    [RING__SHM_ALLREDUCE_APPLY] = "ring_shm_allreduce_apply",
 };
 
 const char *ring__kind_name(ring__kind_t kind)

@@ -179,6 +179,26 @@ int ring_shm_slab(ring_shm_t *shm, void **slab, size_t *slab_bytes);
 int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
                        size_t count, ring_dtype_t dtype, ring_op_t op);
 
+/* What ring_shm_allreduce_apply does to the reduced result: fn(ctx, first,
+ * data, n) finds elements [first, first + n) of the call's result reduced
+ * in data (in the owner's slab, never in sendbuf or recvbuf outside it, so
+ * fn may read their old values) and replaces them, in place, with what
+ * every rank is to receive there. Each element passes through fn exactly once, on one rank: the
+ * owner of its block (which rank owns which elements is fixed by count,
+ * dtype, the slab size and the number of ranks, so it is the same for
+ * every call alike). fn may keep per-element state (an optimizer's
+ * momentum): only the owner's copy of it is then current. */
+typedef struct {
+    void (*fn)(void *ctx, size_t first, void *data, size_t n);
+    void *ctx;
+} ring_apply_t;
+
+/* ring_shm_allreduce, with apply run on each reduced piece by its owner
+ * before any rank receives it (ring_apply_t). */
+int ring_shm_allreduce_apply(ring_shm_t *shm, const void *sendbuf,
+                             void *recvbuf, size_t count, ring_dtype_t dtype,
+                             ring_op_t op, const ring_apply_t *apply);
+
 /* ring_allreduce_hier with shm's ranks as the node: the reduce-scatter and
  * the allgather within the node go through the shared window, and each
  * block crosses between nodes over `cross` (the ranks with this one's index

@@ -55,6 +55,7 @@ typedef enum {
     RING__BROADCAST,
     RING__SHM_ALLREDUCE,
     RING__SHM_ALLREDUCE_HIER,
+    RING__SHM_ALLREDUCE_APPLY,
     RING__KIND_COUNT
 } ring__kind_t;
 

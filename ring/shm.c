@@ -53,6 +53,12 @@
  * the other nodes (ring_allreduce over `cross`), and only then publishes
  * it (reduced = all segments) for the node's gather. An AVERAGE is summed
  * in both stages and divided once by the number of all ranks.
+ *
+ * ring_shm_allreduce_apply hands each reduced tile of the own block to the
+ * caller's function before it is copied out and published, so what every
+ * rank receives there is what the owner made of it. A sharded optimizer
+ * step (ZeRO stage 1) is one such call: gradients in, each rank updating
+ * only the parameters of its block, new parameters out.
  */
 #include <sched.h>
 #include <stdatomic.h>
@@ -236,6 +242,8 @@ typedef struct {
                        block; MPI_COMM_NULL within one node */
     ring_op_t final_op; /* the caller's op */
     int nranks;         /* on every node: AVERAGE's divisor across nodes */
+    const ring_apply_t *apply; /* NULL, or applied to the own block */
+    size_t first;       /* the chunk's first element in the call */
 } ring__shm_chunk_t;
 
 /* Segment s of block b: its first element and length (0 past the end). */
@@ -288,6 +296,9 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
                                      : shm->slab[r] + at_tile;
         ring__reduce_host_n(acc + done * c->esize, shm->inputs, n, k,
                             c->dtype, c->op, c->op == RING_AVERAGE ? n : 1);
+        if (c->apply)
+            c->apply->fn(c->apply->ctx, c->first + at_tile / c->esize,
+                         acc + done * c->esize, k);
         if (copy_out)
             memcpy(c->dst + at_tile, acc + done * c->esize, k * c->esize);
     }
@@ -371,7 +382,8 @@ static const char *ring__shm_bad_buffer(const ring_shm_t *shm, const void *buf,
 
 static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
                                const void *sendbuf, void *recvbuf,
-                               size_t count, ring_dtype_t dtype, ring_op_t op)
+                               size_t count, ring_dtype_t dtype, ring_op_t op,
+                               const ring_apply_t *apply)
 {
     int status;
     const ring__tuning_t *tuning;
@@ -382,6 +394,10 @@ static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
     status = ring__check_args("ring_shm_allreduce", sendbuf, recvbuf, count,
                               dtype, op, shm->comm);
     if (status == RING_OK) status = ring__tuning(&tuning);
+    if (status == RING_OK && apply && !apply->fn) {
+        ring__log("ring_shm_allreduce_apply: apply or apply->fn is NULL");
+        status = RING_ERR_ARG;
+    }
     size_t esize = ring_dtype_size(dtype), nbytes = count * esize;
     if (status == RING_OK) {
         const char *why = ring__shm_bad_buffer(shm, sendbuf, nbytes);
@@ -396,9 +412,9 @@ static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
             status = RING_ERR_ARG;
         }
     }
-    ring__call_t call = {.kind = cross != MPI_COMM_NULL
-                                     ? RING__SHM_ALLREDUCE_HIER
-                                     : RING__SHM_ALLREDUCE,
+    ring__call_t call = {.kind = cross != MPI_COMM_NULL ? RING__SHM_ALLREDUCE_HIER
+                                 : apply ? RING__SHM_ALLREDUCE_APPLY
+                                         : RING__SHM_ALLREDUCE,
                          .count = count,
                          .dtype = dtype,
                          .op = op};
@@ -406,7 +422,9 @@ static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
     int nnodes = 1;
     if (cross != MPI_COMM_NULL) RING_CHECK_MPI(MPI_Comm_size(cross, &nnodes));
     if (count == 0) goto out;
-    if (shm->size == 1) {
+    /* One rank has nothing to reduce; with apply it still takes the path
+     * below, which applies in the slab rather than in recvbuf. */
+    if (shm->size == 1 && !apply) {
         if (cross != MPI_COMM_NULL)
             status = ring_allreduce(sendbuf, recvbuf, count, dtype, op, cross);
         else if (sendbuf != recvbuf)
@@ -424,6 +442,7 @@ static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
         .cross = cross,
         .final_op = op,
         .nranks = nnodes * shm->size,
+        .apply = apply,
     };
     size_t per_chunk = shm->slab_bytes / esize;
     for (size_t done = 0; done < count; done += c.n) {
@@ -431,6 +450,7 @@ static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
         c.src = (const char *)sendbuf + done * esize;
         c.dst = (char *)recvbuf + done * esize;
         c.base = shm->nsegs;
+        c.first = done;
         int chunk_status = ring__shm_chunk(&c);
         if (status == RING_OK) status = chunk_status;
     }
@@ -442,7 +462,17 @@ int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
                        size_t count, ring_dtype_t dtype, ring_op_t op)
 {
     return ring__shm_allreduce(shm, MPI_COMM_NULL, sendbuf, recvbuf, count,
-                               dtype, op);
+                               dtype, op, NULL);
+}
+
+int ring_shm_allreduce_apply(ring_shm_t *shm, const void *sendbuf,
+                             void *recvbuf, size_t count, ring_dtype_t dtype,
+                             ring_op_t op, const ring_apply_t *apply)
+{
+    /* A NULL apply is refused inside, where the ranks still agree. */
+    static const ring_apply_t none = {NULL, NULL};
+    return ring__shm_allreduce(shm, MPI_COMM_NULL, sendbuf, recvbuf, count,
+                               dtype, op, apply ? apply : &none);
 }
 
 int ring_shm_allreduce_hier(ring_shm_t *shm, MPI_Comm cross,
@@ -454,5 +484,5 @@ int ring_shm_allreduce_hier(ring_shm_t *shm, MPI_Comm cross,
         return RING_ERR_ARG;
     }
     return ring__shm_allreduce(shm, cross, sendbuf, recvbuf, count, dtype,
-                               op);
+                               op, NULL);
 }
