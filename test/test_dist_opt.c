@@ -4,10 +4,15 @@
  * weights and data order (to float tolerance, as the sums are grouped
  * differently). Rank 0 computes that single-process reference itself.
  *
- *   test_dist_opt [fp16] [passes=K]
+ *   test_dist_opt [fp16] [passes=K] [shard]
  *     fp16: gradients travel as float16 (looser tolerance);
  *     passes=K: backward_passes_per_step K, each rank's share of a batch
- *       split into K micro-batches.
+ *       split into K micro-batches;
+ *     shard: a sharded step (shard_params), which must also give bitwise
+ *       the parameters, and after hvd_dist_opt_sync_state the momentum, of
+ *       the unsharded one, trained beside it in the same process; and the
+ *       sharded step's misuse (no update, fp16, gradients in pieces, a
+ *       joined rank) is refused by name.
  * Also: parameters broadcast from rank 0 replace every rank's own; bad
  * arguments and misuse (a NULL name or gradient, a tensor out of range, a
  * gradient made ready twice, a NULL optimizer) fail with hvd's message and
@@ -36,6 +41,14 @@ static int sgd_step(void *ctx)
     return model_sgd_step(c->sgd, c->m->param_slab, c->m->grad_slab);
 }
 
+static int sgd_update(void *ctx, size_t first, float *grad_to_param,
+                      size_t n)
+{
+    step_ctx_t *c = ctx;
+    return model_sgd_step_range(c->sgd, c->m->param_slab, first,
+                                grad_to_param, n);
+}
+
 static int grad_hook(void *ctx, size_t idx)
 {
     return hvd_dist_opt_grad_ready(ctx, idx);
@@ -56,8 +69,8 @@ static void test_misuse(int size)
     size_t counts[2] = {4, 4};
     const char *names[2] = {"misuse.a", "misuse.b"};
     const char *no_name[2] = {"misuse.a", NULL};
-    hvd_optimizer_t inner = {noop_step, NULL};
-    hvd_dist_opt_options_t sum = {1, 0, HVD_SUM};
+    hvd_optimizer_t inner = {noop_step, NULL, NULL};
+    hvd_dist_opt_options_t sum = {1, 0, HVD_SUM, NULL};
     hvd_dist_opt_t *opt = (hvd_dist_opt_t *)&opt; /* must become NULL */
     const char *create = "hvd: hvd_dist_opt_create: ";
     char want[128];
@@ -98,6 +111,65 @@ static void test_misuse(int size)
     TEST_TRUE(opt == NULL);
 }
 
+static int noop_update(void *ctx, size_t first, float *data, size_t n)
+{
+    (void)ctx, (void)first, (void)data, (void)n;
+    return 0;
+}
+
+/* The sharded step's misuse, on a small optimizer of its own. */
+static void test_shard_misuse(int rank, int size)
+{
+    float g[8] = {0}, p[8] = {0}, state[8] = {0};
+    float *grads[2] = {g + 4, g}, *gapped[2] = {g, g + 5};
+    size_t counts[2] = {4, 4}, gapped_counts[2] = {4, 3};
+    const char *names[2] = {"shard.a", "shard.b"};
+    hvd_optimizer_t inner = {noop_step, NULL, noop_update};
+    hvd_optimizer_t no_update = {noop_step, NULL, NULL};
+    hvd_dist_opt_options_t shard = {1, 0, HVD_AVERAGE, p};
+    hvd_dist_opt_options_t fp16 = {1, 1, HVD_AVERAGE, p};
+    hvd_dist_opt_t *opt = NULL;
+    const char *create = "hvd: hvd_dist_opt_create: shard_params";
+    char want[160];
+    snprintf(want, sizeof want, "%s needs inner.update", create);
+    TEST_SAYS(hvd_dist_opt_create(&opt, no_update, 2, names, grads, counts,
+                                  &shard),
+              HVD_ERR_ARG, want);
+    snprintf(want, sizeof want, "%s needs float32 gradients (not "
+             "fp16_compression)", create);
+    TEST_SAYS(hvd_dist_opt_create(&opt, inner, 2, names, grads, counts,
+                                  &fp16),
+              HVD_ERR_ARG, want);
+    snprintf(want, sizeof want, "%s: the gradients do not lie back to back "
+             "in one range", create);
+    TEST_SAYS(hvd_dist_opt_create(&opt, inner, 2, names, gapped,
+                                  gapped_counts, &shard),
+              HVD_ERR_ARG, want);
+    TEST_TRUE(opt == NULL);
+    /* In reverse order they still tile g: accepted. */
+    TEST_EQ(hvd_dist_opt_create(&opt, inner, 2, names, grads, counts, &shard),
+            HVD_OK);
+    TEST_SAYS(hvd_dist_opt_sync_state(opt, state, 7), HVD_ERR_ARG,
+              "hvd: hvd_dist_opt_sync_state: count is not the parameters' "
+              "number");
+    TEST_SAYS(hvd_dist_opt_sync_state(NULL, state, 8), HVD_ERR_ARG,
+              "hvd: hvd_dist_opt_sync_state: opt is NULL");
+    if (size > 1) {
+        /* The last rank has run out of data: the others' sharded step
+         * fails by name, since nobody would update its share. */
+        if (rank == size - 1) {
+            TEST_EQ(hvd_join(), HVD_OK);
+        } else {
+            snprintf(want, sizeof want, "'hvd.sharded_step': a sharded "
+                     "optimizer step needs every rank, and rank %d has "
+                     "joined", size - 1);
+            TEST_SAYS(hvd_dist_opt_step(opt), HVD_ERR_MISMATCH, want);
+            TEST_EQ(hvd_join(), HVD_OK);
+        }
+    }
+    hvd_dist_opt_free(&opt);
+}
+
 /* Inputs and labels of global batch `step`, the same on every rank. */
 static void make_batch(int step, float *x, int *labels)
 {
@@ -131,20 +203,16 @@ static void train_reference(float *params_out)
     model_free(&m);
 }
 
-int main(int argc, char **argv)
+/* Trains STEPS steps on this rank's share of every batch from rank 0's
+ * initial weights, through a DistributedOptimizer with options o; the
+ * parameters and (after hvd_dist_opt_sync_state) the momentum into
+ * params and velocity. */
+static void train(const hvd_dist_opt_options_t *opts, int shard,
+                  float *params, float *velocity)
 {
-    hvd_dist_opt_options_t o = {1, 0, HVD_AVERAGE};
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "fp16") == 0) o.fp16_compression = 1;
-        else if (strncmp(argv[i], "passes=", 7) == 0)
-            o.backward_passes_per_step = atoi(argv[i] + 7);
-    }
-    if (hvd_init(&argc, &argv) != HVD_OK) return TEST_HARD_ERROR;
-    int rank = hvd_rank(), size = hvd_size(), k = o.backward_passes_per_step;
-    test_rank = rank;
+    int rank = hvd_rank(), size = hvd_size();
+    int k = opts->backward_passes_per_step;
     int micro = BATCH / size / k; /* samples per rank per pass */
-    if (micro * size * k != BATCH) TEST_SKIP("batch not divisible");
-
     model_t m;
     model_sgd_t sgd;
     /* Each rank starts from its own seed: the broadcast must fix that. */
@@ -164,11 +232,13 @@ int main(int argc, char **argv)
         counts[i] = model_param_count(&m, i);
     }
     step_ctx_t ctx = {&m, &sgd};
+    hvd_optimizer_t inner = {sgd_step, &ctx, sgd_update};
+    hvd_dist_opt_options_t o = *opts;
+    o.shard_params = shard ? m.param_slab : NULL;
     hvd_dist_opt_t *opt;
     /* Bad arguments are refused, leaving no optimizer behind. */
-    hvd_optimizer_t inner = {sgd_step, &ctx};
-    hvd_dist_opt_options_t no_passes = {0, 0, HVD_AVERAGE};
-    hvd_dist_opt_options_t max_op = {1, 0, HVD_MAX};
+    hvd_dist_opt_options_t no_passes = {0, 0, HVD_AVERAGE, NULL};
+    hvd_dist_opt_options_t max_op = {1, 0, HVD_MAX, NULL};
     const char *invalid = "hvd: hvd_dist_opt_create: invalid argument (NULL "
                           "array or step, backward_passes_per_step < 1, or "
                           "an op other than average or sum)";
@@ -178,10 +248,9 @@ int main(int argc, char **argv)
     TEST_SAYS(hvd_dist_opt_create(&opt, inner, n, names, grads, counts,
                                   &max_op),
               HVD_ERR_ARG, invalid);
-    TEST_SAYS(hvd_dist_opt_create(&opt, (hvd_optimizer_t){NULL, NULL}, n,
-                                  names, grads, counts, NULL),
+    TEST_SAYS(hvd_dist_opt_create(&opt, (hvd_optimizer_t){NULL, NULL, NULL},
+                                  n, names, grads, counts, NULL),
               HVD_ERR_ARG, invalid);
-    test_misuse(size);
     TEST_EQ(hvd_dist_opt_create(&opt, inner, n, names, grads, counts, &o),
             HVD_OK);
 
@@ -200,39 +269,9 @@ int main(int argc, char **argv)
             TEST_EQ(hvd_dist_opt_step(opt), HVD_OK);
         }
     }
-
-    if (rank == 0) {
-        float *want = malloc(m.param_count * sizeof(float));
-        train_reference(want);
-        /* Float: |difference| <= 1e-5 + 1e-4 |w|; fp16 gradients: within
-         * 1% of the largest weight. Summing instead of averaging, a missed
-         * tensor or a wrong micro-batch is off by far more. */
-        double wmax = 0, worst = 0;
-        size_t worst_idx = 0;
-        for (size_t i = 0; i < m.param_count; i++)
-            wmax = fmax(wmax, fabs((double)want[i]));
-        for (size_t i = 0; i < m.param_count; i++) {
-            double d = fabs((double)m.param_slab[i] - want[i]);
-            double allowed = o.fp16_compression ? 1e-2 * wmax
-                                                : 1e-5 + 1e-4 * fabs(want[i]);
-            if (d / allowed > worst) worst = d / allowed, worst_idx = i;
-        }
-        if (worst > 1)
-            TEST_FAIL("n=%d passes=%d fp16=%d: param %zu is %g, one process "
-                      "with the whole batch says %g (%.2g x the tolerance)",
-                      size, k, o.fp16_compression, worst_idx,
-                      m.param_slab[worst_idx], want[worst_idx], worst);
-        printf("test_dist_opt n=%d passes=%d fp16=%d: worst difference "
-               "%.2g x the tolerance\n", size, k, o.fp16_compression, worst);
-        free(want);
-    }
-    /* Every rank holds rank 0's parameters, bitwise: the same averaged
-     * gradients went into the same optimizer. */
-    float *rank0 = malloc(m.param_count * sizeof(float));
-    memcpy(rank0, m.param_slab, m.param_count * sizeof(float));
-    TEST_EQ(hvd_broadcast_parameters(rank0, m.param_count, 0), HVD_OK);
-    TEST_TRUE(memcmp(rank0, m.param_slab, m.param_count * sizeof(float)) == 0);
-    free(rank0);
+    TEST_EQ(hvd_dist_opt_sync_state(opt, sgd.velocity, sgd.count), HVD_OK);
+    memcpy(params, m.param_slab, m.param_count * sizeof(float));
+    memcpy(velocity, sgd.velocity, sgd.count * sizeof(float));
     hvd_dist_opt_free(&opt);
     TEST_TRUE(opt == NULL);
     free(names);
@@ -240,6 +279,92 @@ int main(int argc, char **argv)
     free(counts);
     model_sgd_free(&sgd);
     model_free(&m);
+}
+
+/* Rank 0's copy of count floats equals every rank's, bitwise. */
+static void expect_same_everywhere(const float *x, size_t count,
+                                   const char *what)
+{
+    float *rank0 = malloc(count * sizeof(float));
+    memcpy(rank0, x, count * sizeof(float));
+    TEST_EQ(hvd_broadcast(rank0, count, HVD_FLOAT32, 0, what), HVD_OK);
+    if (memcmp(rank0, x, count * sizeof(float)) != 0)
+        TEST_FAIL("%s: this rank's differ from rank 0's", what);
+    free(rank0);
+}
+
+int main(int argc, char **argv)
+{
+    hvd_dist_opt_options_t o = {1, 0, HVD_AVERAGE, NULL};
+    int shard = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "fp16") == 0) o.fp16_compression = 1;
+        else if (strcmp(argv[i], "shard") == 0) shard = 1;
+        else if (strncmp(argv[i], "passes=", 7) == 0)
+            o.backward_passes_per_step = atoi(argv[i] + 7);
+    }
+    if (hvd_init(&argc, &argv) != HVD_OK) return TEST_HARD_ERROR;
+    int rank = hvd_rank(), size = hvd_size(), k = o.backward_passes_per_step;
+    test_rank = rank;
+    if (BATCH / size / k * size * k != BATCH) TEST_SKIP("batch not divisible");
+    test_misuse(size);
+    if (shard) test_shard_misuse(rank, size);
+
+    size_t count;
+    {
+        model_t probe;
+        TEST_EQ(model_init(&probe, "mlp", 1, 42), MODEL_OK);
+        count = probe.param_count;
+        model_free(&probe);
+    }
+    float *params = malloc(count * sizeof(float));
+    float *velocity = malloc(count * sizeof(float));
+    train(&o, shard, params, velocity);
+
+    if (rank == 0) {
+        float *want = malloc(count * sizeof(float));
+        train_reference(want);
+        /* Float: |difference| <= 1e-5 + 1e-4 |w|; fp16 gradients: within
+         * 1% of the largest weight. Summing instead of averaging, a missed
+         * tensor or a wrong micro-batch is off by far more. */
+        double wmax = 0, worst = 0;
+        size_t worst_idx = 0;
+        for (size_t i = 0; i < count; i++)
+            wmax = fmax(wmax, fabs((double)want[i]));
+        for (size_t i = 0; i < count; i++) {
+            double d = fabs((double)params[i] - want[i]);
+            double allowed = o.fp16_compression ? 1e-2 * wmax
+                                                : 1e-5 + 1e-4 * fabs(want[i]);
+            if (d / allowed > worst) worst = d / allowed, worst_idx = i;
+        }
+        if (worst > 1)
+            TEST_FAIL("n=%d passes=%d fp16=%d shard=%d: param %zu is %g, one "
+                      "process with the whole batch says %g (%.2g x the "
+                      "tolerance)", size, k, o.fp16_compression, shard,
+                      worst_idx, params[worst_idx], want[worst_idx], worst);
+        printf("test_dist_opt n=%d passes=%d fp16=%d shard=%d: worst "
+               "difference %.2g x the tolerance\n", size, k,
+               o.fp16_compression, shard, worst);
+        free(want);
+    }
+    /* Every rank holds rank 0's parameters and momentum, bitwise: the same
+     * averaged gradients went into the same optimizer. */
+    expect_same_everywhere(params, count, "parameters");
+    expect_same_everywhere(velocity, count, "momentum");
+    if (shard) {
+        /* The unsharded step, from the same start, makes the same bits. */
+        float *plain = malloc(count * sizeof(float));
+        float *plain_v = malloc(count * sizeof(float));
+        train(&o, 0, plain, plain_v);
+        if (memcmp(plain, params, count * sizeof(float)) != 0)
+            TEST_FAIL("sharded parameters differ from the unsharded ones");
+        if (memcmp(plain_v, velocity, count * sizeof(float)) != 0)
+            TEST_FAIL("sharded momentum, synced, differs from the unsharded");
+        free(plain);
+        free(plain_v);
+    }
+    free(params);
+    free(velocity);
     hvd_shutdown();
     return test_exit_code();
 }

@@ -7,7 +7,8 @@
  * averages are exact whatever the reduction order. A failing case prints one
  * line naming it: "allreduce n=5 count=7 dtype=bf16 op=avg inplace=1 ...".
  *
- * Options: --shm tests ring_shm_allreduce instead of the ring collectives;
+ * Options: --shm tests ring_shm_allreduce (and ring_shm_allreduce_apply)
+ * instead of the ring collectives;
  * --hier L tests ring_allreduce_hier and ring_shm_allreduce_hier on
  * "nodes" of L consecutive ranks.
  * --segment-bytes N sets HVD_RING_SEGMENT_BYTES and HVD_SHM_SEGMENT_BYTES
@@ -383,6 +384,94 @@ static void test_shm_bad_arguments(ring_shm_t *shm)
     TEST_EQ(ring_shm_free(&none), RING_OK);
 }
 
+/* What test_shm_apply's function saw: every element once, reduced right,
+ * never in recvbuf. */
+typedef struct {
+    size_t count;
+    const float *recvbuf;
+    unsigned char *calls; /* (count) how often this rank applied each */
+    size_t wrong;         /* elements that came in not reduced right */
+    int in_recvbuf;       /* data lay in recvbuf */
+} apply_seen_t;
+
+static double apply_sum(size_t i)
+{
+    double sum = 0;
+    for (int r = 0; r < size; r++)
+        sum += input_value(r, i, RING_FLOAT32, RING_SUM);
+    return sum;
+}
+
+/* The caller's function: sum -> 2 sum + 1, so that every rank can tell
+ * an applied element from a merely reduced one. */
+static void apply_double(void *ctx, size_t first, void *data, size_t n)
+{
+    apply_seen_t *seen = ctx;
+    float *x = data;
+    if (x < seen->recvbuf + seen->count && x + n > seen->recvbuf)
+        seen->in_recvbuf = 1;
+    for (size_t j = 0; j < n && first + j < seen->count; j++) {
+        if (x[j] != (float)apply_sum(first + j)) seen->wrong++;
+        seen->calls[first + j]++;
+        x[j] = 2 * x[j] + 1;
+    }
+}
+
+/* ring_shm_allreduce_apply, float32 sum, out of place, in place and packed
+ * (where the count fits the slab): every rank receives 2 sum + 1 at every
+ * element, and each element was applied exactly once over all ranks. */
+static void test_shm_apply(ring_shm_t *shm, const size_t *counts,
+                           size_t ncounts)
+{
+    for (size_t c = 0; c < ncounts; c++) {
+        size_t count = counts[c], slab_bytes;
+        float *slab;
+        expect_status(ring_shm_slab(shm, (void **)&slab, &slab_bytes),
+                      "ring_shm_slab");
+        for (int mode = 0; mode < 3; mode++) {
+            if (mode == 2 && count * sizeof(float) > slab_bytes) continue;
+            snprintf(case_name, sizeof case_name, "shm apply n=%d count=%zu "
+                     "%s", size, count,
+                     mode == 0 ? "out of place" : mode == 1 ? "in place"
+                                                            : "packed");
+            float *in = malloc(count * sizeof(float) + 1);
+            float *out = mode == 1 ? in : malloc(count * sizeof(float) + 1);
+            float *src = mode == 2 ? slab : in;
+            apply_seen_t seen = {count, out, calloc(count + 1, 1), 0, 0};
+            for (size_t i = 0; i < count; i++)
+                src[i] = (float)input_value(rank, i, RING_FLOAT32, RING_SUM);
+            ring_apply_t apply = {apply_double, &seen};
+            expect_status(ring_shm_allreduce_apply(shm, src, out, count,
+                                                   RING_FLOAT32, RING_SUM,
+                                                   &apply),
+                          "ring_shm_allreduce_apply");
+            size_t bad = 0;
+            for (size_t i = 0; i < count; i++)
+                bad += out[i] != (float)(2 * apply_sum(i) + 1);
+            unsigned char *total = calloc(count + 1, 1);
+            MPI_Allreduce(seen.calls, total, (int)count, MPI_UNSIGNED_CHAR,
+                          MPI_SUM, MPI_COMM_WORLD);
+            size_t not_once = 0;
+            for (size_t i = 0; i < count; i++) not_once += total[i] != 1;
+            if (bad || not_once || seen.wrong || seen.in_recvbuf)
+                TEST_FAIL("%s: %zu elements wrong, %zu not applied exactly "
+                          "once, %zu came in not reduced, data in recvbuf: "
+                          "%d", case_name, bad, not_once, seen.wrong,
+                          seen.in_recvbuf);
+            free(total);
+            free(seen.calls);
+            if (out != in) free(out);
+            free(in);
+        }
+    }
+    strcpy(case_name, "shm apply NULL");
+    float x[4] = {1, 2, 3, 4};
+    TEST_SAYS(ring_shm_allreduce_apply(shm, x, x, 4, RING_FLOAT32, RING_SUM,
+                                       NULL),
+              RING_ERR_ARG, "ring_shm_allreduce_apply: apply or apply->fn is "
+                            "NULL\n");
+}
+
 /* The shared-memory allreduce among comm's ranks (hierarchical over cross
  * unless that is MPI_COMM_NULL): a slab smaller than the large count (so
  * it runs in chunks) and one that holds it, each with the input where the
@@ -403,6 +492,7 @@ static void test_shm(MPI_Comm comm, MPI_Comm cross, const size_t *counts,
                          .cross = cross};
             test_allreduces(&how, counts, ncounts);
         }
+        if (cross == MPI_COMM_NULL) test_shm_apply(shm, counts, ncounts);
         expect_status(ring_shm_free(&shm), "ring_shm_free");
         TEST_TRUE(shm == NULL);
     }
