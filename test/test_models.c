@@ -345,6 +345,52 @@ static void test_sgd(void)
     model_sgd_free(&opt);
 }
 
+/* model_sgd_step_range over pieces gives bitwise what model_sgd_step gives
+ * over the whole, for each flavour of the rule, and refuses ranges past
+ * the count. */
+static void test_sgd_range(void)
+{
+    enum { N = 37 };
+    static const float flavours[][3] = {{0, 0, 0}, {0.9f, 0, 0},
+                                        {0.9f, 1e-2f, 1}, {0, 1e-2f, 0}};
+    for (int f = 0; f < 4; f++) {
+        model_sgd_t whole, pieces;
+        float p[N], q[N], g[N], work[N];
+        TEST_EQ(model_sgd_init(&whole, N, 0.1f, flavours[f][0], flavours[f][1],
+                               flavours[f][2] != 0),
+                MODEL_OK);
+        TEST_EQ(model_sgd_init(&pieces, N, 0.1f, flavours[f][0],
+                               flavours[f][1], flavours[f][2] != 0),
+                MODEL_OK);
+        for (int i = 0; i < N; i++) p[i] = q[i] = 0.37f * (float)(i % 11) - 1;
+        for (int step = 0; step < 3; step++) {
+            for (int i = 0; i < N; i++)
+                g[i] = 0.013f * (float)((i * 7 + step) % 13) - 0.05f;
+            TEST_EQ(model_sgd_step(&whole, p, g), MODEL_OK);
+            /* Pieces of 10, 1, 20 and 6, each from its gradients. */
+            static const size_t cut[] = {0, 10, 11, 31, N};
+            memcpy(work, g, sizeof g);
+            for (int c = 0; c < 4; c++)
+                TEST_EQ(model_sgd_step_range(&pieces, q, cut[c],
+                                             work + cut[c],
+                                             cut[c + 1] - cut[c]),
+                        MODEL_OK);
+            memcpy(q, work, sizeof q);
+        }
+        TEST_TRUE(memcmp(p, q, sizeof p) == 0);
+        if (whole.velocity)
+            TEST_TRUE(memcmp(whole.velocity, pieces.velocity,
+                             N * sizeof(float)) == 0);
+        TEST_EQ(model_sgd_step_range(&pieces, q, N - 3, work, 4),
+                MODEL_ERR_ARG);
+        TEST_EQ(model_sgd_step_range(&pieces, q, N + 1, work, 0),
+                MODEL_ERR_ARG);
+        TEST_EQ(model_sgd_step_range(&pieces, q, N, work, 0), MODEL_OK);
+        model_sgd_free(&whole);
+        model_sgd_free(&pieces);
+    }
+}
+
 static void test_warmup(void)
 {
     NEAR(model_lr_warmup(0.1f, 4, 5, 0), 0.1, 1e-7);
@@ -442,6 +488,7 @@ int main(void)
     test_hook("cnn");
     test_errors();
     test_sgd();
+    test_sgd_range();
     test_warmup();
     test_cosine();
     test_training("mlp", 30);
