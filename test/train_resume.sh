@@ -3,7 +3,8 @@
 # images at 2 ranks: 2 epochs straight and 1 epoch + --resume + 1 epoch
 # end with bitwise equal checkpoints (parameters, momentum, epoch, RNG);
 # a truncated or corrupted checkpoint is refused on --resume (exit 1, a
-# message naming the file); bad flags exit 2 naming the flag.
+# message naming the file); bad flags exit 2 naming the flag; at 3 ranks
+# --shard-optimizer on resumes bitwise and ends bitwise where off does.
 # Skips (77) without the Fashion-MNIST files (TRAIN_DATA, default
 # /usr/share/datasets/fashion-mnist).
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
@@ -46,6 +47,21 @@ script_expect "cuda" 2 "--device cuda" 2 $prog --device cuda
 script_expect "resume alone" 2 "--resume needs --checkpoint" 2 $prog --resume
 script_expect "fp16 with a value" 2 "--fp16-allreduce takes no value" 2 \
     $prog --fp16-allreduce=1
+
+script_expect "bad shard value" 2 "--shard-optimizer.*on or off" 2 $prog \
+    --shard-optimizer maybe
+script_expect "shard with fp16" 2 "--shard-optimizer on.*--fp16-allreduce" 2 \
+    $prog --shard-optimizer on --fp16-allreduce
+
+# The sharded step at 3 ranks: bitwise the unsharded run's checkpoint, and
+# its own resume is bitwise too (the momentum is gathered before saving).
+script_resume_equal 3 $prog $common --shard-optimizer on
+cp "$dir/a.ckpt" "$dir/shard.ckpt"
+script_launch "unsharded" 3 $prog $common --epochs 2 --checkpoint "$dir/a.ckpt"
+if ! cmp "$dir/a.ckpt" "$dir/shard.ckpt"; then
+    echo "FAIL: the sharded and unsharded checkpoints differ" >&2
+    rc=1
+fi
 
 # Gradients as float16 on the wire still train: the run ends and reports.
 script_launch "fp16 allreduce" 2 $prog $common --epochs 1 --fp16-allreduce \
