@@ -439,10 +439,12 @@ static int run(loop_t *L, int64_t start_epoch)
         schedule_describe(o->lr, L->size, sched, sizeof sched);
         printf("%s: %s, %zu parameters, %d rank%s, batch %lld per rank, %zu "
                "training images (%zu steps per epoch), %zu test images, %s, "
-               "%s inputs\n",
+               "%s inputs%s\n",
                L->cfg->name, o->model, L->m.param_count, L->size,
                L->size == 1 ? "" : "s", o->batch_size, L->train.count, L->spe,
-               L->test.count, sched, o->normalize ? "normalized" : "raw");
+               L->test.count, sched, o->normalize ? "normalized" : "raw",
+               o->shard_optimizer && L->size > 1 ? ", sharded optimizer step"
+                                                 : "");
         if (L->run_steps == 0)
             printf("nothing to do: epoch %lld of %lld reached\n",
                    (long long)start_epoch, o->epochs);

@@ -58,7 +58,8 @@ typedef struct {
     const char *checkpoint;
     int resume;
     int fp16_allreduce;    /* 1: gradients travel as float16 */
-    int shard_optimizer;   /* 1: each rank steps its share (ZeRO-1) */
+    int shard_optimizer;   /* 1: each rank steps its share (ZeRO-1); the
+                              default, unless fp16_allreduce */
     long long max_steps;   /* 0: no limit */
     long long train_limit; /* 0: every training image */
     const char *device;

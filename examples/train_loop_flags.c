@@ -35,8 +35,9 @@ void train_loop_usage(const train_loop_config_t *cfg, FILE *f)
         "                         the update stays float32)\n"
         "  --shard-optimizer on|off  each rank updates only its share of\n"
         "                         the parameters and receives the others'\n"
-        "                         (ZeRO stage 1): same result, less work\n"
-        "                         (off)\n"
+        "                         (ZeRO stage 1): the same parameters, less\n"
+        "                         work per rank (on, or off with\n"
+        "                         --fp16-allreduce)\n"
         "  --max-steps K          stop after K steps in total (counted from\n"
         "                         epoch 0), for tests\n"
         "  --train-limit N        use only the first N training images\n"
@@ -170,7 +171,8 @@ int train_loop_parse_flags(const train_loop_config_t *cfg, int argc,
     *o = (train_loop_options_t){.model = "mlp", .epochs = 2,
                                 .batch_size = 64, .lr = 0.05, .seed = 42,
                                 .data = cfg->data_dir, .device = "cpu",
-                                .progress = "auto", .normalize = 0};
+                                .progress = "auto", .normalize = 0,
+                                .shard_optimizer = -1};
     static const char *const with_value[] = {
         "--model", "--epochs", "--batch-size", "--lr", "--seed", "--data",
         "--checkpoint", "--max-steps", "--train-limit", "--device",
@@ -207,10 +209,11 @@ int train_loop_parse_flags(const train_loop_config_t *cfg, int argc,
         snprintf(err, n, "--resume needs --checkpoint PATH");
         return -1;
     }
-    if (o->shard_optimizer && o->fp16_allreduce) {
+    if (o->shard_optimizer == 1 && o->fp16_allreduce) {
         snprintf(err, n, "--shard-optimizer on: the sharded step reduces "
                          "float32 gradients; drop --fp16-allreduce");
         return -1;
     }
+    if (o->shard_optimizer == -1) o->shard_optimizer = !o->fp16_allreduce;
     return 0;
 }
