@@ -125,7 +125,9 @@ typedef struct {
      * step reduces all gradients in one call in which each rank updates
      * only its share of the parameters (through inner.update) and
      * receives the others' new values: less work per rank, the same
-     * parameters bitwise. Nothing starts from the backward hook, and no
+     * parameters (bitwise within one node, where sums run in rank order;
+     * elsewhere the ring's sums may round as a different fusion of the
+     * gradients would). Nothing starts from the backward hook, and no
      * rank may have joined. Each rank's optimizer state is then current
      * only for its share: hvd_dist_opt_sync_state before saving it. */
     float *shard_params;

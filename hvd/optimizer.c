@@ -9,7 +9,9 @@
  * the way (hvd__allreduce_apply_async): on one node each rank then updates
  * 1/N of the parameters, and what crosses between the ranks in the gather
  * is new parameters instead of gradients. The update is elementwise, so
- * the parameters are bitwise those of the unsharded step.
+ * the parameters are those of the unsharded step: bitwise through shared
+ * memory, which sums in rank order; around the ring, whose sums depend on
+ * how the gradients are grouped, to float rounding.
  *
  * Left out: anything about the model itself; hvd sees only named float
  * arrays and a step callback. */
