@@ -87,6 +87,26 @@ static int shm_count_differs(int odd)
     return ring_shm_allreduce(shm, in, out, N + odd, RING_INT32, RING_SUM);
 }
 
+static void apply_nothing(void *ctx, size_t first, void *data, size_t n)
+{
+    (void)ctx, (void)first, (void)data, (void)n;
+}
+
+static int shm_apply_differs(int odd)
+{
+    ring_apply_t apply = {apply_nothing, NULL};
+    return odd ? ring_shm_allreduce_apply(shm, in, out, N, RING_INT32,
+                                          RING_SUM, &apply)
+               : ring_shm_allreduce(shm, in, out, N, RING_INT32, RING_SUM);
+}
+
+static int shm_apply_null(int odd)
+{
+    ring_apply_t apply = {apply_nothing, NULL};
+    return ring_shm_allreduce_apply(shm, in, out, N, RING_INT32, RING_SUM,
+                                    odd ? NULL : &apply);
+}
+
 static int hier_op_differs(int odd)
 {
     return ring_allreduce_hier(in, out, N, RING_INT32,
@@ -138,6 +158,9 @@ static const check_case_t cases[] = {
     {"reduce_scatter count", scatter_count_differs, "disagree on count", 0},
     {"allgather count", gather_count_differs, "disagree on count", 0},
     {"shm count", shm_count_differs, "ring_shm_allreduce: ranks disagree", 0},
+    {"shm apply", shm_apply_differs,
+     "ranks disagree on the collective (HVD_RING_CHECK): this rank has "
+     "ring_shm_", 0},
     {"hier op", hier_op_differs, "ring_allreduce_hier: ranks disagree on op",
      0},
     {"shm hier count", shm_hier_count_differs,
@@ -147,6 +170,7 @@ static const check_case_t cases[] = {
     {"average of ints", average_of_ints, "another rank refused", 1},
     {"shm buffer in the slab", shm_buffer_overlaps_slab,
      "another rank refused", 1},
+    {"shm apply NULL", shm_apply_null, "another rank refused", 1},
 };
 
 /* A matching call after a failed one: the ranks' traffic still pairs up. */
