@@ -32,8 +32,6 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <ctype.h>
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdint.h>
@@ -968,32 +966,6 @@ static const bench_cli_t cli = {
         "SIZE is bytes with an optional K, M or G suffix (powers of 1024).\n",
 };
 
-/* Digits with an optional K, M or G (any case, powers of 1024), nothing
- * else: no sign, no spaces, no fraction, no overflow. */
-static int parse_nbytes(const char *text, size_t *nbytes)
-{
-    char *end;
-    unsigned long long value;
-    int shift = 0;
-
-    if (!isdigit((unsigned char)text[0]))
-        return -1;
-    errno = 0;
-    value = strtoull(text, &end, 10);
-    if (errno == ERANGE)
-        return -1;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: break;
-    }
-    if (*end != '\0' || value > (SIZE_MAX >> shift))
-        return -1;
-    *nbytes = (size_t)value << shift;
-    return 0;
-}
-
 static int parse_impl(const char *text, const bench_impl_t **impl)
 {
     for (size_t i = 0; i < NELEMS(impls); i++)
@@ -1014,11 +986,11 @@ static int parse_size_opt(int opt, const char *arg, bench_opts_t *o)
 
     switch (opt) {
     case 'b':
-        if (parse_nbytes(arg, &o->min_nbytes))
+        if (ring_parse_bytes(arg, &o->min_nbytes) != RING_OK)
             return bench_bad_value(lo, opt, arg, BYTES_WANTED);
         return 0;
     case 'e':
-        if (parse_nbytes(arg, &o->max_nbytes))
+        if (ring_parse_bytes(arg, &o->max_nbytes) != RING_OK)
             return bench_bad_value(lo, opt, arg, BYTES_WANTED);
         return 0;
     default: /* 'f' */

@@ -42,18 +42,7 @@ void hvd__log(hvd__log_level_t level, const char *fmt, ...)
 /* Bytes, with an optional K, M or G (powers of 1024). */
 static int hvd__parse_bytes(const char *text, void *field)
 {
-    char *end;
-    errno = 0;
-    if (!(*text >= '0' && *text <= '9')) return -1;
-    unsigned long long v = strtoull(text, &end, 10);
-    int shift = 0;
-    if (*end == 'K' || *end == 'k') shift = 10;
-    else if (*end == 'M' || *end == 'm') shift = 20;
-    else if (*end == 'G' || *end == 'g') shift = 30;
-    if (shift) end++;
-    if (errno || *end || v > (SIZE_MAX >> shift)) return -1;
-    *(size_t *)field = (size_t)(v << shift);
-    return 0;
+    return ring_parse_bytes(text, field) == RING_OK ? 0 : -1;
 }
 
 /* A non-negative decimal number; scaled to seconds by the caller's table. */

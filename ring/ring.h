@@ -96,6 +96,14 @@ typedef enum {
     RING_ALGO_COUNT
 } ring_algo_t;
 
+/* Bytes from text: decimal digits, then K, M or G (powers of 1024, any
+ * case) or nothing; no sign, spaces or other suffix. RING_OK, or
+ * RING_ERR_ARG (no message) when text is not that or the value does not
+ * fit a size_t, leaving *nbytes as it was. The one grammar of every size
+ * setting and flag: the ring's variables, HVD_FUSION_THRESHOLD and
+ * allreduce_perf's -b and -e. */
+int ring_parse_bytes(const char *text, size_t *nbytes);
+
 /* Reads ring's variables (HVD_RING_CHECK, HVD_ALLREDUCE_ALGO,
  * HVD_RING_SEGMENT_BYTES, HVD_RING_SMALL_BYTES, HVD_SHM_SEGMENT_BYTES) as
  * the first collective would: RING_OK, or RING_ERR_ARG with a message

@@ -84,23 +84,38 @@ int ring__check_args(const char *func, const void *sendbuf, const void *recvbuf,
     return RING_ERR_ARG;
 }
 
-static int ring__env_size(const char *name, size_t fallback, size_t min, size_t *value)
+int ring_parse_bytes(const char *text, size_t *nbytes)
 {
-    const char *text = getenv(name);
-    *value = fallback;
-    if (!text || !*text) return RING_OK;
-    /* Digits only: strtoull alone would also take a sign and leading
+    /* A digit first: strtoull alone would also take a sign and leading
      * spaces (" 64", "+64", and "-1" as 2^64 - 1). */
+    if (!text || text[0] < '0' || text[0] > '9') return RING_ERR_ARG;
     char *end;
     errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
-    if (text[0] < '0' || text[0] > '9' || errno || *end || v < min ||
-        v > (1ull << 30)) {
-        ring__log("%s=\"%s\": expected a whole number of bytes from %zu to "
-                  "2^30", name, text, min);
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (errno || *end || v > (SIZE_MAX >> shift)) return RING_ERR_ARG;
+    *nbytes = (size_t)v << shift;
+    return RING_OK;
+}
+
+static int ring__env_size(const char *name, size_t fallback, size_t min, size_t *value)
+{
+    const char *text = getenv(name);
+    size_t v;
+    *value = fallback;
+    if (!text || !*text) return RING_OK;
+    if (ring_parse_bytes(text, &v) != RING_OK || v < min || v > (1u << 30)) {
+        ring__log("%s=\"%s\": expected bytes from %zu to 1G (digits, then K, "
+                  "M or G if any)", name, text, min);
         return RING_ERR_ARG;
     }
-    *value = (size_t)v;
+    *value = v;
     return RING_OK;
 }
 

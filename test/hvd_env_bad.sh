@@ -22,7 +22,7 @@ refused() {
     }
 }
 hvd=" is not valid: expected"
-ring=": expected a whole number of bytes from"
+ring=": expected bytes from"
 refused HVD_FUSION_THRESHOLD=12x "$hvd bytes such as 0, 64K or 128M"
 refused HVD_FUSION_THRESHOLD=-1 "$hvd bytes such as 0, 64K or 128M"
 refused HVD_FUSION_THRESHOLD=lots "$hvd bytes such as 0, 64K or 128M"
@@ -38,10 +38,11 @@ refused HVD_INTRANODE=tcp "$hvd auto, shm or ring"
 refused HVD_HIERARCHICAL_ALLREDUCE=yes "$hvd 0 or 1"
 refused HVD_SPIN_TIME=-1 "$hvd milliseconds from 0 to 60000"
 refused HVD_SPIN_TIME=1ms "$hvd milliseconds from 0 to 60000"
-refused HVD_RING_SEGMENT_BYTES=12x "$ring 64 to 2^30"
-refused HVD_RING_SEGMENT_BYTES=1073741825 "$ring 64 to 2^30"
-refused HVD_RING_SMALL_BYTES=2147483648 "$ring 0 to 2^30"
-refused HVD_SHM_SEGMENT_BYTES=1 "$ring 64 to 2^30"
+refused HVD_RING_SEGMENT_BYTES=12x "$ring 64 to 1G"
+refused HVD_RING_SEGMENT_BYTES=1073741825 "$ring 64 to 1G"
+refused HVD_RING_SEGMENT_BYTES=2G "$ring 64 to 1G"
+refused HVD_RING_SMALL_BYTES=2147483648 "$ring 0 to 1G"
+refused HVD_SHM_SEGMENT_BYTES=1 "$ring 64 to 1G"
 refused HVD_ALLREDUCE_ALGO=fastest ": expected auto, ring, rdb or rhd"
 # A path of 4096 bytes: one more than the setting holds with its NUL.
 long=$(head -c 4096 /dev/zero | tr '\0' x)

@@ -8,8 +8,7 @@
  * variables are ignored. Each parser must accept exactly the environments
  * whose every set variable is valid by its documented rule, written again
  * here (test/README.md's table): sizes are digits with an optional K/M/G
- * (hvd) or plain digits within 64 (0 for HVD_RING_SMALL_BYTES) .. 2^30
- * (ring); times are numbers >= 0 (cycle time at most 60000 ms); names one
+ * (ring's also within 64 (0 for HVD_RING_SMALL_BYTES) .. 2^30); times are numbers >= 0 (cycle time at most 60000 ms); names one
  * of the listed words (any case for hvd, exact for ring's algorithm and
  * HVD_RING_CHECK);
  * paths under 4096 bytes. An accepted environment must give exactly those
@@ -128,13 +127,12 @@ static int bytes_rule(const char *text, size_t *v)
     return 1;
 }
 
-/* A whole number within min..2^30, as ring reads its sizes. */
+/* Bytes as hvd's, within min..2^30, as ring reads its sizes. */
 static int ring_size_rule(const char *text, size_t min, size_t *v)
 {
-    uint64_t n;
-    if (!digits(text, text + strlen(text), &n) || n < min || n > (1u << 30))
-        return 0;
-    *v = (size_t)n;
+    size_t n;
+    if (!bytes_rule(text, &n) || n < min || n > (1u << 30)) return 0;
+    *v = n;
     return 1;
 }
 

@@ -277,6 +277,9 @@ static void env_seeds(void)
                          "HVD_RING_SMALL_BYTES=-5\n"
                          "HVD_SHM_SEGMENT_BYTES=16\n");
     env_seed("ring_too_big", "HVD_RING_SMALL_BYTES=1073741825\n");
+    env_seed("ring_units", "HVD_RING_SEGMENT_BYTES=64K\nHVD_RING_SMALL_BYTES=0k\n"
+                           "HVD_SHM_SEGMENT_BYTES=1G\n");
+    env_seed("ring_units_too_big", "HVD_SHM_SEGMENT_BYTES=2g\n");
     env_seed("bad_check", "HVD_RING_CHECK=on\nHVD_ALLREDUCE_ALGO=ring\n");
 }
 
