@@ -254,6 +254,14 @@ static int hvd__get_bit(const uint64_t *words, int bit)
     return (int)((words[bit / 64] >> (bit % 64)) & 1);
 }
 
+/* Whether a collective needs this rank's own data, so that it cannot run
+ * with this rank joined (coordinator.c says why to the others). */
+static int hvd__needs_me(const hvd__desc_t *d)
+{
+    return d->kind == HVD__ALLREDUCE_APPLY ||
+           (d->kind == HVD__BROADCAST && d->root == hvd__engine.rank);
+}
+
 static void hvd__fill_bits(hvd__loop_t *loop, hvd__bits_t *bits, double now)
 {
     uint64_t or_flags = 0;
@@ -265,6 +273,14 @@ static void hvd__fill_bits(hvd__loop_t *loop, hvd__bits_t *bits, double now)
     if (loop->join) {
         bits->and_flags |= HVD__AND_JOINED;
         memset(bits->ready, 0xff, sizeof bits->ready);
+        /* Cached work that cannot run with this rank joined (a broadcast
+         * from it, a sharded step with a share of its own) leaves the
+         * cache instead: the others' requests then go to the coordinator,
+         * which fails them with the reason, where zeros or a hang were
+         * all the fast path could give. */
+        for (int s = 0; s < hvd__cache.len; s++)
+            if (hvd__cache.alive[s] && hvd__needs_me(&hvd__cache.descs[s]))
+                hvd__set_bit(bits->invalid_inv, s);
     }
     for (size_t i = 0; i < loop->pending.len; i++) {
         hvd_handle_t h = loop->pending.items[i];

@@ -156,6 +156,10 @@ static void test_shard_misuse(int rank, int size)
               "number");
     TEST_SAYS(hvd_dist_opt_sync_state(NULL, state, 8), HVD_ERR_ARG,
               "hvd: hvd_dist_opt_sync_state: opt is NULL");
+    /* Twice, so that the step's response is cached and the join below
+     * meets the engine's fast path too. */
+    TEST_EQ(hvd_dist_opt_step(opt), HVD_OK);
+    TEST_EQ(hvd_dist_opt_step(opt), HVD_OK);
     if (size > 1) {
         /* The last rank has run out of data: the others' sharded step
          * fails by name, since nobody would update its share. */
