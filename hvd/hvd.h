@@ -111,7 +111,9 @@ typedef struct {
      * [first, first + n) of the parameters, counted over all tensors in
      * order, are to be stepped; grad_to_param holds their averaged
      * gradients and receives their new values (the parameters themselves
-     * must not be written). Called on hvd's thread while step waits. */
+     * must not be written). Called on hvd's thread while step waits;
+     * 0 on success, else step returns the status on this rank, and what
+     * the other ranks received for that range is undefined. */
     int (*update)(void *ctx, size_t first, float *grad_to_param, size_t n);
 } hvd_optimizer_t;
 

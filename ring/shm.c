@@ -412,9 +412,10 @@ static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
             status = RING_ERR_ARG;
         }
     }
-    ring__call_t call = {.kind = cross != MPI_COMM_NULL ? RING__SHM_ALLREDUCE_HIER
-                                 : apply ? RING__SHM_ALLREDUCE_APPLY
-                                         : RING__SHM_ALLREDUCE,
+    ring__kind_t kind = cross != MPI_COMM_NULL ? RING__SHM_ALLREDUCE_HIER
+                        : apply                ? RING__SHM_ALLREDUCE_APPLY
+                                               : RING__SHM_ALLREDUCE;
+    ring__call_t call = {.kind = kind,
                          .count = count,
                          .dtype = dtype,
                          .op = op};
