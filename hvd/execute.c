@@ -128,6 +128,14 @@ static char *hvd__grow(char **data, size_t *cap, size_t nbytes)
     return *data;
 }
 
+/* Whether an allreduce with apply of nbytes goes through shared memory:
+ * only when that is the whole allreduce (one node), where each block has
+ * one owner among all ranks. */
+static int hvd__use_shm_apply(size_t nbytes)
+{
+    return hvd__use_shm(nbytes) && hvd__cross_comm == MPI_COMM_NULL;
+}
+
 /* Within one node each block is applied by its owner as it is reduced.
  * Elsewhere every rank reduces the whole into the fusion buffer and
  * applies all of it there, so apply never sees recvbuf. */
@@ -136,7 +144,7 @@ static int hvd__allreduce_apply(const float *sendbuf, float *recvbuf,
                                 const ring_apply_t *apply)
 {
     size_t nbytes = count * sizeof(float);
-    if (hvd__use_shm(nbytes) && hvd__cross_comm == MPI_COMM_NULL)
+    if (hvd__use_shm_apply(nbytes))
         return ring_shm_allreduce_apply(hvd__shm, sendbuf, recvbuf, count,
                                         RING_FLOAT32, op, apply);
     char *buf = hvd__grow(&hvd__fusion.data, &hvd__fusion.cap, nbytes + 1);
@@ -162,8 +170,8 @@ static const char *hvd__phase(const hvd__desc_t *d, size_t nbytes)
 {
     int hier = hvd__node_comm != MPI_COMM_NULL;
     if (d->kind == HVD__ALLREDUCE_APPLY)
-        return hvd__use_shm(nbytes) && !hier ? "SHM_ALLREDUCE_APPLY"
-                                             : "ALLREDUCE_APPLY";
+        return hvd__use_shm_apply(nbytes) ? "SHM_ALLREDUCE_APPLY"
+                                          : "ALLREDUCE_APPLY";
     if (d->kind != HVD__ALLREDUCE) return hvd__kind_name(d->kind);
     if (hvd__use_shm(nbytes)) return hier ? "HIER_SHM_ALLREDUCE" : "SHM_ALLREDUCE";
     return hier ? "HIER_ALLREDUCE" : "RING_ALLREDUCE";

@@ -147,14 +147,21 @@ nomem:
     return HVD_ERR_NOMEM;
 }
 
+/* n accumulated gradients become their mean over the step's passes. */
+static void hvd__dist_opt_mean_of_passes(const hvd_dist_opt_t *opt, float *g,
+                                         size_t n)
+{
+    int k = opt->options.backward_passes_per_step;
+    if (k > 1)
+        for (size_t j = 0; j < n; j++) g[j] /= (float)k;
+}
+
 /* Starts tensor i's allreduce: the last pass of a step only. */
 static int hvd__dist_opt_start(hvd_dist_opt_t *opt, size_t i)
 {
     float *g = opt->grads[i];
     size_t n = opt->counts[i];
-    int k = opt->options.backward_passes_per_step;
-    if (k > 1)
-        for (size_t j = 0; j < n; j++) g[j] /= (float)k;
+    hvd__dist_opt_mean_of_passes(opt, g, n);
     if (!opt->options.fp16_compression)
         return hvd_allreduce_async(g, g, n, HVD_FLOAT32, opt->options.op,
                                    opt->names[i], &opt->handles[i]);
@@ -183,9 +190,7 @@ static void hvd__dist_opt_update(void *ctx, size_t first, void *data,
 static int hvd__dist_opt_sharded_step(hvd_dist_opt_t *opt)
 {
     float *g = opt->base;
-    int k = opt->options.backward_passes_per_step;
-    if (k > 1)
-        for (size_t j = 0; j < opt->total; j++) g[j] /= (float)k;
+    hvd__dist_opt_mean_of_passes(opt, g, opt->total);
     ring_apply_t apply = {hvd__dist_opt_update, opt};
     hvd_handle_t h;
     opt->update_status = 0;
