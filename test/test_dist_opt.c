@@ -14,7 +14,8 @@
  *       the parameters, and after hvd_dist_opt_sync_state the momentum, of
  *       the unsharded one, trained beside it in the same process; and the
  *       sharded step's misuse (no update, fp16, gradients in pieces, a
- *       joined rank) is refused by name.
+ *       joined rank, a count that differs across ranks) is refused by
+ *       name.
  * Also: parameters broadcast from rank 0 replace every rank's own; bad
  * arguments and misuse (a NULL name or gradient, a tensor out of range, a
  * gradient made ready twice, a NULL optimizer) fail with hvd's message and
@@ -156,10 +157,27 @@ static void test_shard_misuse(int rank, int size)
               "number");
     TEST_SAYS(hvd_dist_opt_sync_state(NULL, state, 8), HVD_ERR_ARG,
               "hvd: hvd_dist_opt_sync_state: opt is NULL");
+    TEST_SAYS(hvd_dist_opt_sync_state(opt, NULL, 8), HVD_ERR_ARG,
+              "hvd: hvd_dist_opt_sync_state: state is NULL");
     /* Twice, so that the step's response is cached and the join below
      * meets the engine's fast path too. */
     TEST_EQ(hvd_dist_opt_step(opt), HVD_OK);
     TEST_EQ(hvd_dist_opt_step(opt), HVD_OK);
+    if (size > 1) {
+        /* The last rank's model is one element smaller: every rank's step
+         * fails by name instead of reducing ranges that do not match. */
+        float *shorter[2] = {g + 3, g};
+        size_t shorter_counts[2] = {4, 3};
+        int last = rank == size - 1;
+        hvd_dist_opt_t *odd = NULL;
+        TEST_EQ(hvd_dist_opt_create(&odd, inner, 2, names,
+                                    last ? shorter : grads,
+                                    last ? shorter_counts : counts, &shard),
+                HVD_OK);
+        TEST_SAYS(hvd_dist_opt_step(odd), HVD_ERR_MISMATCH,
+                  "'hvd.sharded_step': ranks disagree on count");
+        hvd_dist_opt_free(&odd);
+    }
     if (size > 1) {
         /* The last rank has run out of data: the others' sharded step
          * fails by name, since nobody would update its share. */
