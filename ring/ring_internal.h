@@ -216,6 +216,8 @@ enum { RING_PIPELINE_DEPTH = 2 };
  *   HVD_RING_SEGMENT_BYTES   pipeline segment size      (see status.c)
  *   HVD_RING_SMALL_BYTES     below this, latency algorithms
  *   HVD_SHM_SEGMENT_BYTES    ring_shm_allreduce's segment size
+ *   HVD_SHM_STREAM           auto | on | off: how ring_shm_allreduce
+ *                            writes what other ranks read (shm.c)
  * A bad value fails every collective with RING_ERR_ARG and a message that
  * names the variable, rather than silently running something else. */
 typedef struct {
@@ -224,7 +226,10 @@ typedef struct {
     size_t segment_bytes;
     size_t small_bytes;
     size_t shm_segment_bytes;
+    int shm_stream; /* RING__STREAM_* */
 } ring__tuning_t;
+
+enum { RING__STREAM_AUTO = -1, RING__STREAM_OFF = 0, RING__STREAM_ON = 1 };
 
 int ring__tuning(const ring__tuning_t **tuning);
 /* The same read afresh, not cached: fills *tuning and returns RING_OK, or

@@ -47,6 +47,23 @@
  * A waiting rank spins briefly, then yields the core: with more ranks than
  * cores the rank it waits for may need that core.
  *
+ * What a rank writes for the others (posted segments, its reduced block)
+ * goes either through the cache or around it, with non-temporal stores
+ * (ring__shm_stream). Through the cache the readers take the lines from
+ * the writer's cache, but each write first takes them back from theirs.
+ * Which costs less depends on where the two PUs sit, and on this VM that
+ * changed every few seconds: a 2-rank sharded optimizer step took 108 us
+ * cached and 170-230 streamed with the PUs close, 500 cached and 216
+ * streamed with them far apart (bench/README.md). So by default
+ * (HVD_SHM_STREAM=auto) each call of at least RING__SHM_LEARN_MIN_BYTES
+ * takes the way that has cost less per byte, and every
+ * RING__SHM_EXPLORE-th such call the other one, to notice a change. A
+ * way's cost is the least time per byte of its last RING__SHM_RECENT
+ * calls: the whole call, since what streaming saves the writer it may cost
+ * the readers, but the least, since a call also waits for the last rank
+ * to come. Every rank counts the same calls, so the ranks try the other
+ * way together.
+ *
  * Across nodes (ring_shm_allreduce_hier) the same window is the node's
  * stage of the hierarchical allreduce: each rank reduces every segment of
  * its block over the node, allreduces the whole block with its peers on
@@ -62,6 +79,9 @@
  */
 #include <sched.h>
 #include <stdatomic.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include "ring/ring_internal.h"
@@ -81,14 +101,49 @@ typedef struct {
  * page boundary in every process, so every process finds the same one. */
 enum { RING__SHM_PAGE = 4096 };
 
-/* A rank reduces its segment this many bytes at a time and copies each
- * tile to the caller's buffer while it is in L1 (ring__shm_reduce). */
+/* A rank reduces its segment this many bytes at a time into a scratch
+ * tile, which stays in L1 while apply runs on it and it is copied out to
+ * the slab and the caller's buffer (ring__shm_reduce). */
 enum { RING__SHM_TILE_BYTES = 8192 };
 
 static char *ring__shm_page_up(char *p)
 {
     uintptr_t off = (uintptr_t)p % RING__SHM_PAGE;
     return off ? p + (RING__SHM_PAGE - off) : p;
+}
+
+enum {
+    RING__SHM_LEARN_MIN_BYTES = 64 << 10, /* below, always cached */
+    RING__SHM_EXPLORE = 32,
+    RING__SHM_RECENT = 8,
+};
+
+/* Copies into the slab with non-temporal stores (see the top): 470 KB
+ * that the reader last held took 17 us this way, 50 us or 210 us through
+ * the cache (bench/README.md). Ordered before the counter that
+ * publishes them by ring__shm_publish_fence. */
+static void ring__shm_stream(char *dst, const char *src, size_t bytes)
+{
+#if defined(__SSE2__)
+    size_t head = (16 - (uintptr_t)dst % 16) % 16;
+    if (head > bytes) head = bytes;
+    memcpy(dst, src, head);
+    size_t i = head;
+    for (; i + 16 <= bytes; i += 16)
+        _mm_stream_si128((__m128i *)(dst + i),
+                         _mm_loadu_si128((const __m128i *)(src + i)));
+    memcpy(dst + i, src + i, bytes - i);
+#else
+    memcpy(dst, src, bytes);
+#endif
+}
+
+/* Non-temporal stores are not ordered by a release store: fence them. */
+static void ring__shm_publish_fence(void)
+{
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
 }
 
 struct ring_shm {
@@ -99,6 +154,12 @@ struct ring_shm {
     ring__shm_ctl_t **ctl; /* every rank's counters */
     char **slab;           /* every rank's slab */
     const void **inputs;   /* scratch: one segment of every rank */
+    char *tile;            /* scratch: RING__SHM_TILE_BYTES reduced */
+    /* Seconds per byte of the last RING__SHM_RECENT calls that learned,
+     * cached [0] and streamed [1]; 0: not yet run. */
+    double recent[2][RING__SHM_RECENT];
+    uint64_t nrecent[2];
+    uint64_t nlearning;    /* calls of RING__SHM_LEARN_MIN_BYTES or more */
     uint64_t nsegs;        /* segments run so far: the counters' base */
     uint64_t nchunks;      /* chunks run so far */
 };
@@ -140,7 +201,8 @@ int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **out)
     shm->ctl = calloc((size_t)shm->size, sizeof *shm->ctl);
     shm->slab = calloc((size_t)shm->size, sizeof *shm->slab);
     shm->inputs = calloc((size_t)shm->size, sizeof *shm->inputs);
-    if (!shm->ctl || !shm->slab || !shm->inputs) {
+    shm->tile = malloc(RING__SHM_TILE_BYTES);
+    if (!shm->ctl || !shm->slab || !shm->inputs || !shm->tile) {
         status = RING_ERR_NOMEM;
         goto out;
     }
@@ -187,6 +249,7 @@ out:
     free(shm->ctl);
     free(shm->slab);
     free(shm->inputs);
+    free(shm->tile);
     free(shm);
     *shmp = NULL;
     return status;
@@ -244,7 +307,52 @@ typedef struct {
     int nranks;         /* on every node: AVERAGE's divisor across nodes */
     const ring_apply_t *apply; /* NULL, or applied to the own block */
     size_t first;       /* the chunk's first element in the call */
+    int stream;         /* write for the others with non-temporal stores */
 } ring__shm_chunk_t;
+
+/* Writes what the other ranks read next, the chunk's way. */
+static void ring__shm_publish(const ring__shm_chunk_t *c, char *dst,
+                              const char *src, size_t bytes)
+{
+    if (c->stream)
+        ring__shm_stream(dst, src, bytes);
+    else
+        memcpy(dst, src, bytes);
+}
+
+/* What a way has cost: the least of its recent calls, since a call's time
+ * also holds the wait for the last rank to come. 0 before it has run. */
+static double ring__shm_cost(const ring_shm_t *shm, int stream)
+{
+    double least = 0;
+    uint64_t n = shm->nrecent[stream];
+    for (uint64_t i = 0; i < n && i < RING__SHM_RECENT; i++) {
+        double x = shm->recent[stream][i];
+        if (least == 0 || x < least) least = x;
+    }
+    return least;
+}
+
+/* Whether this call streams (see the top). */
+static int ring__shm_pick_stream(ring_shm_t *shm, int setting,
+                                 size_t nbytes)
+{
+    if (setting != RING__STREAM_AUTO) return setting == RING__STREAM_ON;
+    if (nbytes < RING__SHM_LEARN_MIN_BYTES) return 0;
+    uint64_t k = shm->nlearning++;
+    double cached = ring__shm_cost(shm, 0), streamed = ring__shm_cost(shm, 1);
+    if (cached == 0 || streamed == 0) return cached != 0;
+    int cheaper = streamed < cached;
+    return k % RING__SHM_EXPLORE == 0 ? !cheaper : cheaper;
+}
+
+/* A call's seconds per byte, among its way's recent ones. */
+static void ring__shm_learn(ring_shm_t *shm, int stream, double seconds,
+                            size_t nbytes)
+{
+    uint64_t i = shm->nrecent[stream]++ % RING__SHM_RECENT;
+    shm->recent[stream][i] = seconds / (double)nbytes;
+}
 
 /* Segment s of block b: its first element and length (0 past the end). */
 static size_t ring__shm_seg(const ring__shm_chunk_t *c, int b, size_t s,
@@ -265,9 +373,10 @@ static void ring__shm_post(const ring__shm_chunk_t *c, size_t s)
         for (int b = 0; b < shm->size; b++) {
             size_t len, at = ring__shm_seg(c, b, s, &len);
             if (b != shm->rank && len > 0)
-                memcpy(slab + at * c->esize, c->src + at * c->esize,
-                       len * c->esize);
+                ring__shm_publish(c, slab + at * c->esize,
+                                  c->src + at * c->esize, len * c->esize);
         }
+    if (c->stream) ring__shm_publish_fence();
     atomic_store_explicit(&shm->ctl[shm->rank]->posted, c->base + s + 1,
                           memory_order_release);
 }
@@ -286,7 +395,8 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
     int copy_out = c->cross == MPI_COMM_NULL && c->dst + off != acc;
     /* Every rank's segment in rank order; the own one from where the
      * caller has it (it may be acc itself: packed). Reduced a tile at a
-     * time, each copied to dst while it is still in L1. */
+     * time into the scratch tile, then streamed to the slab for the
+     * others and copied to dst while it is still in L1. */
     size_t tile = RING__SHM_TILE_BYTES / c->esize;
     for (size_t done = 0; done < len; done += tile) {
         size_t k = len - done < tile ? len - done : tile;
@@ -294,14 +404,15 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
         for (int r = 0; r < n; r++)
             shm->inputs[r] = r == me ? c->src + at_tile
                                      : shm->slab[r] + at_tile;
-        ring__reduce_host_n(acc + done * c->esize, shm->inputs, n, k,
-                            c->dtype, c->op, c->op == RING_AVERAGE ? n : 1);
+        ring__reduce_host_n(shm->tile, shm->inputs, n, k, c->dtype, c->op,
+                            c->op == RING_AVERAGE ? n : 1);
         if (c->apply)
             c->apply->fn(c->apply->ctx, c->first + at_tile / c->esize,
-                         acc + done * c->esize, k);
-        if (copy_out)
-            memcpy(c->dst + at_tile, acc + done * c->esize, k * c->esize);
+                         shm->tile, k);
+        ring__shm_publish(c, acc + done * c->esize, shm->tile, k * c->esize);
+        if (copy_out) memcpy(c->dst + at_tile, shm->tile, k * c->esize);
     }
+    if (c->stream) ring__shm_publish_fence();
     if (c->cross != MPI_COMM_NULL) return;
     atomic_store_explicit(&shm->ctl[me]->reduced, c->base + s + 1,
                           memory_order_release);
@@ -444,7 +555,11 @@ static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
         .final_op = op,
         .nranks = nnodes * shm->size,
         .apply = apply,
+        .stream = ring__shm_pick_stream(shm, tuning->shm_stream, nbytes),
     };
+    int learning = tuning->shm_stream == RING__STREAM_AUTO &&
+                   nbytes >= RING__SHM_LEARN_MIN_BYTES;
+    double start = MPI_Wtime();
     size_t per_chunk = shm->slab_bytes / esize;
     for (size_t done = 0; done < count; done += c.n) {
         c.n = count - done < per_chunk ? count - done : per_chunk;
@@ -455,6 +570,9 @@ static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
         int chunk_status = ring__shm_chunk(&c);
         if (status == RING_OK) status = chunk_status;
     }
+    if (learning)
+        ring__shm_learn(shm, c.stream,
+                        MPI_Wtime() - start, nbytes);
 out:
     return status;
 }

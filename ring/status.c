@@ -156,6 +156,18 @@ int ring__tuning_parse(ring__tuning_t *tuning)
     if (status == RING_OK)
         status = ring__env_size("HVD_SHM_SEGMENT_BYTES", 1 << 20, 64,
                                 &tuning->shm_segment_bytes);
+    tuning->shm_stream = RING__STREAM_AUTO;
+    const char *stream = getenv("HVD_SHM_STREAM");
+    if (status == RING_OK && stream && *stream) {
+        if (!strcmp(stream, "on") || !strcmp(stream, "off")) {
+            tuning->shm_stream = !strcmp(stream, "on") ? RING__STREAM_ON
+                                                       : RING__STREAM_OFF;
+        } else if (strcmp(stream, "auto")) {
+            ring__log("HVD_SHM_STREAM=\"%s\": expected auto, on or off",
+                      stream);
+            status = RING_ERR_ARG;
+        }
+    }
     return status;
 }
 

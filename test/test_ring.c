@@ -14,6 +14,8 @@
  * --segment-bytes N sets HVD_RING_SEGMENT_BYTES and HVD_SHM_SEGMENT_BYTES
  * before the first collective, so a run can force many pipeline segments
  * per block.
+ * --stream auto|on|off sets HVD_SHM_STREAM, so both ways of writing the
+ * shared blocks are tested whatever auto would pick.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv; test/capture.h */
 #include <stdint.h>
@@ -563,6 +565,8 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--shm") == 0) shm = 1;
         else if (strcmp(argv[i], "--hier") == 0 && i + 1 < argc)
             per_node = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--stream") == 0 && i + 1 < argc)
+            setenv("HVD_SHM_STREAM", argv[++i], 1);
         else if (strcmp(argv[i], "--segment-bytes") == 0 && i + 1 < argc) {
             setenv("HVD_RING_SEGMENT_BYTES", argv[i + 1], 1);
             setenv("HVD_SHM_SEGMENT_BYTES", argv[++i], 1);
