@@ -6,12 +6,16 @@
  * two take turns, so every read finds the lines freshly written in the
  * other core's cache. Then the same read from the parent's own array.
  *
- *   bench/cross_core [--bytes N] [--iters K]
+ *   bench/cross_core [--bytes N] [--iters K] [--stream]
  *
  * Prints "cross-core read+add of N bytes: median T us (G GB/s), best T us;
  * from the own cache: median T us (G GB/s)" over K turns each (the median,
  * not the best: the fastest turns are rare here and say little of what a
- * collective meets). Exit status: 0, 1 (no second PU, or a system call
+ * collective meets), then the writer's median time per turn. --stream has
+ * the writer use non-temporal stores, as ring_shm_allreduce may
+ * (HVD_SHM_STREAM): its lines then skip the caches, both the reader's
+ * (which a write must otherwise take them back from) and its own.
+ * Exit status: 0, 1 (no second PU, or a system call
  * failed), 2 (bad flags).
  */
 #define _GNU_SOURCE /* sched_setaffinity, CPU_* */
@@ -23,11 +27,15 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include "examples/trainer.h"
 
 typedef struct {
     _Alignas(64) _Atomic long turn; /* odd: written, even: read */
     _Atomic int unpinned;           /* the writer could not pin itself */
+    double write_s;                 /* the writer's median turn */
     _Alignas(64) float data[];
 } shared_t;
 
@@ -63,6 +71,25 @@ static double median(double *t, long long n)
     return t[n / 2];
 }
 
+/* Copies src to data, as ring_shm_allreduce posts a segment: through the
+ * cache (memcpy) or around it. Returns the seconds it took. */
+static double write_turn(float *data, const float *src, size_t n, int stream)
+{
+    double t = trainer_now();
+    size_t i = 0;
+#if defined(__SSE2__)
+    if (stream) {
+        for (; i + 4 <= n; i += 4)
+            _mm_stream_ps(data + i, _mm_loadu_ps(src + i));
+        _mm_sfence();
+    }
+#else
+    (void)stream;
+#endif
+    memcpy(data + i, src + i, (n - i) * sizeof *data);
+    return trainer_now() - t;
+}
+
 /* acc += src; returns the seconds it took. */
 static double read_add(float *restrict acc, const float *restrict src,
                        size_t n)
@@ -75,6 +102,7 @@ static double read_add(float *restrict acc, const float *restrict src,
 int main(int argc, char **argv)
 {
     long long bytes = 470 << 10, iters = 2000;
+    int stream = 0;
     char err[256] = "";
     for (int i = 1; i < argc && !err[0]; i++) {
         char flag[64];
@@ -84,8 +112,13 @@ int main(int argc, char **argv)
             break;
         }
         if (!strcmp(flag, "--help")) {
-            puts("usage: cross_core [--bytes N] [--iters K]");
+            puts("usage: cross_core [--bytes N] [--iters K] [--stream]");
             return 0;
+        }
+        if (!strcmp(flag, "--stream")) {
+            if (val) snprintf(err, sizeof err, "--stream takes no value");
+            stream = 1;
+            continue;
         }
         if (strcmp(flag, "--bytes") && strcmp(flag, "--iters")) {
             snprintf(err, sizeof err, "unknown flag \"%s\"", argv[i]);
@@ -115,7 +148,8 @@ int main(int argc, char **argv)
     float *acc = calloc(n, sizeof *acc), *own = calloc(n, sizeof *own);
     double *cross = malloc((size_t)iters * sizeof *cross);
     double *local = malloc((size_t)iters * sizeof *local);
-    if (sh == MAP_FAILED || !acc || !own || !cross || !local) {
+    double *writes = malloc((size_t)iters * sizeof *writes);
+    if (sh == MAP_FAILED || !acc || !own || !cross || !local || !writes) {
         perror("cross_core: memory");
         return 1;
     }
@@ -129,9 +163,11 @@ int main(int argc, char **argv)
         for (long long k = 0; k < iters; k++) {
             while (atomic_load(&sh->turn) != 2 * k) {
             }
-            for (size_t i = 0; i < n; i++) sh->data[i] = (float)(k + i);
+            for (size_t i = 0; i < n; i++) own[i] = (float)(k + i);
+            writes[k] = write_turn(sh->data, own, n, stream);
             atomic_store(&sh->turn, 2 * k + 1);
         }
+        sh->write_s = median(writes, iters);
         _exit(0);
     }
     int status = pin(me);
@@ -157,8 +193,11 @@ int main(int argc, char **argv)
            "(PUs %d and %d, %lld turns)\n", bytes, c * 1e6,
            (double)bytes / c / 1e9, cross[0] * 1e6, l * 1e6,
            (double)bytes / l / 1e9, me, peer, iters);
+    printf("writer, %s stores: median %.1f us a turn\n",
+           stream ? "non-temporal" : "cached", sh->write_s * 1e6);
     free(cross);
     free(local);
+    free(writes);
     free(acc);
     free(own);
     return 0;

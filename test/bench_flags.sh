@@ -158,6 +158,7 @@ expect_refused "$cc --bytes: 2 is out of range 4..1073741824" \
 expect_refused "$cc unknown flag \"--bogus\"" bench/cross_core --bogus
 expect_refused "$cc --iters: missing value" bench/cross_core --iters
 expect_refused "$cc --help takes no value" bench/cross_core --help=1
+expect_refused "$cc --stream takes no value" bench/cross_core --stream=1
 # On one PU there is no other core to read from: said, exit 1, no hang.
 taskset -c 0 bench/cross_core --iters 1 > "$dir/out" 2>&1
 status=$?
@@ -169,6 +170,11 @@ fi
 if test "$(getconf _NPROCESSORS_ONLN)" -ge 2 &&
     ! bench/cross_core --iters 20 | grep -q "cross-core read+add of 481280"; then
     echo "FAIL: bench/cross_core --iters 20 printed no measurement" >&2
+    rc=1
+fi
+if test "$(getconf _NPROCESSORS_ONLN)" -ge 2 &&
+    ! bench/cross_core --iters 20 --stream | grep -q "non-temporal stores"; then
+    echo "FAIL: bench/cross_core --stream printed no writer's time" >&2
     rc=1
 fi
 

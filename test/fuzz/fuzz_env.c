@@ -44,6 +44,7 @@ static const char *const vars[] = {"HVD_FUSION_THRESHOLD",
                                    "HVD_RING_SEGMENT_BYTES",
                                    "HVD_RING_SMALL_BYTES",
                                    "HVD_SHM_SEGMENT_BYTES",
+                                   "HVD_SHM_STREAM",
                                    NULL};
 
 /* Sets the input's variables of ours; unsets the rest of them. */
@@ -231,7 +232,10 @@ static void check_ring(void)
 {
     static const char *const algos[] = {"auto", "ring", "rdb", "rhd", NULL};
     static const char *const bools[] = {"0", "1", NULL};
+    /* In RING__STREAM_OFF, RING__STREAM_ON order; then auto. */
+    static const char *const streams[] = {"off", "on", "auto", NULL};
     ring__tuning_t want = {.algo = RING_ALGO_AUTO,
+                           .shm_stream = RING__STREAM_AUTO,
                            .segment_bytes = 256 << 10,
                            .small_bytes = 16 << 10,
                            .shm_segment_bytes = 1 << 20};
@@ -244,6 +248,8 @@ static void check_ring(void)
     RULE("HVD_RING_SMALL_BYTES", ring_size_rule(t, 0, &want.small_bytes));
     RULE("HVD_SHM_SEGMENT_BYTES",
          ring_size_rule(t, 64, &want.shm_segment_bytes));
+    RULE("HVD_SHM_STREAM", name_rule(t, streams, 1, &i));
+    if (t) want.shm_stream = i < 2 ? i : RING__STREAM_AUTO;
 
     ring__tuning_t got;
     stderr_begin();
@@ -253,6 +259,7 @@ static void check_ring(void)
     FUZZ_CHECK(got.segment_bytes == want.segment_bytes);
     FUZZ_CHECK(got.small_bytes == want.small_bytes);
     FUZZ_CHECK(got.shm_segment_bytes == want.shm_segment_bytes);
+    FUZZ_CHECK(got.shm_stream == want.shm_stream);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

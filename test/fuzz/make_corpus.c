@@ -281,6 +281,8 @@ static void env_seeds(void)
                            "HVD_SHM_SEGMENT_BYTES=1G\n");
     env_seed("ring_units_too_big", "HVD_SHM_SEGMENT_BYTES=2g\n");
     env_seed("bad_check", "HVD_RING_CHECK=on\nHVD_ALLREDUCE_ALGO=ring\n");
+    env_seed("shm_stream", "HVD_SHM_STREAM=on\n");
+    env_seed("bad_shm_stream", "HVD_SHM_STREAM=ON\n");
 }
 
 /* ---- negotiation: selector (bit 0: plan), message ---- */
