@@ -395,8 +395,8 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
     int copy_out = c->cross == MPI_COMM_NULL && c->dst + off != acc;
     /* Every rank's segment in rank order; the own one from where the
      * caller has it (it may be acc itself: packed). Reduced a tile at a
-     * time into the scratch tile, then streamed to the slab for the
-     * others and copied to dst while it is still in L1. */
+     * time into the scratch tile, then written to the slab for the
+     * others (the call's way) and copied to dst while still in L1. */
     size_t tile = RING__SHM_TILE_BYTES / c->esize;
     for (size_t done = 0; done < len; done += tile) {
         size_t k = len - done < tile ? len - done : tile;
@@ -570,9 +570,7 @@ static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
         int chunk_status = ring__shm_chunk(&c);
         if (status == RING_OK) status = chunk_status;
     }
-    if (learning)
-        ring__shm_learn(shm, c.stream,
-                        MPI_Wtime() - start, nbytes);
+    if (learning) ring__shm_learn(shm, c.stream, MPI_Wtime() - start, nbytes);
 out:
     return status;
 }
