@@ -15,8 +15,8 @@
  * the writer use non-temporal stores, as ring_shm_allreduce may
  * (HVD_SHM_STREAM): its lines then skip the caches, both the reader's
  * (which a write must otherwise take them back from) and its own.
- * Exit status: 0, 1 (no second PU, or a system call
- * failed), 2 (bad flags).
+ * Exit status: 0, 1 (no second PU, or a system call failed), 2 (bad
+ * flags).
  */
 #define _GNU_SOURCE /* sched_setaffinity, CPU_* */
 #include <sched.h>

@@ -106,10 +106,9 @@ int ring_parse_bytes(const char *text, size_t *nbytes);
 
 /* Reads ring's variables (HVD_RING_CHECK, HVD_ALLREDUCE_ALGO,
  * HVD_RING_SEGMENT_BYTES, HVD_RING_SMALL_BYTES, HVD_SHM_SEGMENT_BYTES,
- * HVD_SHM_STREAM) as
- * the first collective would: RING_OK, or RING_ERR_ARG with a message
- * naming the bad one, so a program can refuse them before it starts rather
- * than at its first collective.
+ * HVD_SHM_STREAM) as the first collective would: RING_OK, or RING_ERR_ARG
+ * with a message naming the bad one, so a program can refuse them before
+ * it starts rather than at its first collective.
  *
  * Every rank must make the same calls: a call that differs on one rank
  * (count, dtype, op, root, algorithm, or any of these variables), or that
@@ -191,8 +190,8 @@ int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
 /* What ring_shm_allreduce_apply does to the reduced result: fn(ctx, first,
  * data, n) finds elements [first, first + n) of the call's result reduced
  * in data (in the owner's private scratch memory, never in sendbuf or
- * recvbuf, so fn may read their old values) and replaces them, in place, with what
- * every rank is to receive there. Each element passes through fn exactly
+ * recvbuf, so fn may read their old values) and replaces them, in place,
+ * with what every rank is to receive there. Each element passes through fn exactly
  * once, on one rank: the owner of its block (which rank owns which
  * elements is fixed by count, dtype, the slab size and the number of
  * ranks, so it is the same for every call alike). fn may keep per-element

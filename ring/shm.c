@@ -113,7 +113,7 @@ static char *ring__shm_page_up(char *p)
 }
 
 enum {
-    RING__SHM_LEARN_MIN_BYTES = 64 << 10, /* below, always cached */
+    RING__SHM_LEARN_MIN_BYTES = 64 << 10,
     RING__SHM_EXPLORE = 32,
     RING__SHM_RECENT = 8,
 };
@@ -333,12 +333,9 @@ static double ring__shm_cost(const ring_shm_t *shm, int stream)
     return least;
 }
 
-/* Whether this call streams (see the top). */
-static int ring__shm_pick_stream(ring_shm_t *shm, int setting,
-                                 size_t nbytes)
+/* Whether a call that learns streams (see the top). */
+static int ring__shm_pick_stream(ring_shm_t *shm)
 {
-    if (setting != RING__STREAM_AUTO) return setting == RING__STREAM_ON;
-    if (nbytes < RING__SHM_LEARN_MIN_BYTES) return 0;
     uint64_t k = shm->nlearning++;
     double cached = ring__shm_cost(shm, 0), streamed = ring__shm_cost(shm, 1);
     if (cached == 0 || streamed == 0) return cached != 0;
@@ -555,10 +552,12 @@ static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
         .final_op = op,
         .nranks = nnodes * shm->size,
         .apply = apply,
-        .stream = ring__shm_pick_stream(shm, tuning->shm_stream, nbytes),
     };
+    /* Under HVD_SHM_STREAM=auto, small calls go through the cache. */
     int learning = tuning->shm_stream == RING__STREAM_AUTO &&
                    nbytes >= RING__SHM_LEARN_MIN_BYTES;
+    c.stream = learning ? ring__shm_pick_stream(shm)
+                        : tuning->shm_stream == RING__STREAM_ON;
     double start = MPI_Wtime();
     size_t per_chunk = shm->slab_bytes / esize;
     for (size_t done = 0; done < count; done += c.n) {
