@@ -227,6 +227,7 @@ int hvd_wait(hvd_handle_t handle)
 {
     if (!handle) return HVD_ERR_ARG;
     pthread_mutex_lock(&hvd__engine.mu);
+    hvd__contention_check();
     if (!handle->done) {
         hvd__engine.waiters++; /* ends the engine's wait for more requests */
         pthread_cond_signal(&hvd__engine.wake_cv);

@@ -197,6 +197,38 @@ hvd_handle_t hvd__pending_take(hvd__list_t *list, const char *name);
 void hvd__pending_compact(hvd__list_t *list);
 void hvd__pending_free(hvd__list_t *list);
 
+/* ---- whether spare PUs are spare (contention.c) ---- */
+
+/* A thread waited for a PU more than this share of a window: the PUs are
+ * wanted by more threads than there are, and spinning takes from them. */
+#define HVD__CONTENDED 0.10
+#define HVD__CONTENTION_WINDOW_S 0.05
+#define HVD__BACKOFF_MIN_S 0.5
+#define HVD__BACKOFF_MAX_S 16.0
+
+typedef struct {
+    double off_until;  /* hvd__now() before which waits do not spin */
+    double backoff_s;  /* the next time off; 0 before the first window */
+} hvd__contention_t;
+
+/* One thread's window: when it started, and the thread's wait for a PU
+ * (run_delay) then. */
+typedef struct {
+    double start;
+    double delay_s;
+} hvd__contention_window_t;
+
+/* The second field of a schedstat line, in seconds; HVD_ERR_ARG unless the
+ * text is three numbers and a newline. */
+int hvd__parse_schedstat(const char *text, double *delay_s);
+/* Closes window w at now, delay_s, and starts the next: when spinning was
+ * on all through it and the thread waited more than HVD__CONTENDED of it,
+ * turns spinning off (returns 1). */
+int hvd__contention_feed(hvd__contention_t *c, hvd__contention_window_t *w,
+                         double now, double delay_s);
+/* The calling thread's check, at most once a window; with mu held. */
+void hvd__contention_check(void);
+
 /* ---- the engine (engine.c) ---- */
 typedef struct {
     MPI_Comm comm;            /* a duplicate of the world: our traffic only */
@@ -231,17 +263,25 @@ typedef struct {
                                  microseconds on a virtual machine's idle
                                  vCPU, twice a step), while the spinning
                                  costs only that spare PU's idle time */
+    hvd__contention_t contention; /* under mu: spare_pus may be taken
+                                     (contention.c) */
     int shutdown_requested;
     int stalled;              /* HVD_ERR_STALL: every later call fails */
 } hvd__engine_t;
 
 extern hvd__engine_t hvd__engine;
 
-/* How long a wait spins before it sleeps: HVD_SPIN_TIME with a spare PU,
- * else 0 (spare_pus says why). */
+double hvd__now(void);
+
+/* How long a wait spins before it sleeps: HVD_SPIN_TIME with a spare PU
+ * that nothing else wants, else 0 (spare_pus and contention say why).
+ * Called with mu held. */
 static inline double hvd__spin_time(void)
 {
-    return hvd__engine.spare_pus ? hvd__engine.config.spin_s : 0;
+    return hvd__engine.spare_pus &&
+                   hvd__now() >= hvd__engine.contention.off_until
+               ? hvd__engine.config.spin_s
+               : 0;
 }
 
 /* One turn of a spin: tells the core (and a hypervisor) that it waits. */
@@ -345,7 +385,6 @@ void hvd__timeline_event(const char *tensor, const char *phase, double start_s,
                          double end_s);
 void hvd__timeline_close(void);
 
-double hvd__now(void);
 /* Waits for a non-blocking MPI call, sleeping between tests. */
 int hvd__mpi_wait(MPI_Request *request);
 
