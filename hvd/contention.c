@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "hvd/hvd_internal.h"
 
@@ -28,8 +29,10 @@ int hvd__parse_schedstat(const char *text, double *delay_s)
 {
     unsigned long long run_ns, delay_ns;
     char end;
-    /* "run_ns delay_ns timeslices\n": the second is the wait for a PU. */
-    if (sscanf(text, "%llu %llu %*u%c", &run_ns, &delay_ns, &end) != 3 ||
+    /* "run_ns delay_ns timeslices\n": the second is the wait for a PU.
+     * Digits only: sscanf's %llu would take "-2" too. */
+    if (text[strspn(text, "0123456789 ")] != '\n' ||
+        sscanf(text, "%llu %llu %*u%c", &run_ns, &delay_ns, &end) != 3 ||
         end != '\n')
         return HVD_ERR_ARG;
     *delay_s = 1e-9 * (double)delay_ns;
