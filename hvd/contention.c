@@ -8,12 +8,13 @@
  * with waits that spin, where waits that sleep kept 64,400 (bench/README.md,
  * "Sharing the machine"). The training thread, runnable but not running,
  * says so first: the kernel counts that time (run_delay in
- * /proc/thread-self/schedstat), under 1% of the wall time here alone and
- * 45% beside the busy process. So a waiting thread reads it every
- * HVD__CONTENTION_WINDOW_S, and when it waited for a PU more than
- * HVD__CONTENDED of that window while spinning was on, spinning stops for
- * a back-off that doubles each time it is found contended again (it can
- * only be measured with spinning on) and starts over once it is not.
+ * /proc/thread-self/schedstat): 36-48% of each 100 ms beside the busy
+ * process, under 1% alone but for a rare window of 12% (a preemption of a
+ * few ms). So a waiting thread reads it every HVD__CONTENTION_WINDOW_S,
+ * and when it waited for a PU more than HVD__CONTENDED of that window
+ * while spinning was on, spinning stops for a back-off that doubles each
+ * time it is found contended again (it can only be measured with spinning
+ * on) and starts over once it is not.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
