@@ -3,8 +3,8 @@
 # through test/mpirun.sh: the benchmarks (bench/ and the synthetic
 # benchmark of examples/) and the training programs (train_fmnist,
 # train_cifar10: one parser) exit 2 with the message of test/README.md's
-# bad-input table; so do bench/compare_torch.sh and the plots' scripts,
-# run directly. The other scripts, run directly too: scripts/test and
+# bad-input table; so do bench/compare_torch.sh, share_machine.sh and the
+# plots' scripts, run directly. The other scripts, run directly too: scripts/test and
 # install-deps with arguments, quickstart and examples/slurm/ passing a bad
 # flag to train_fmnist, compare_torch.sh without what it needs, and the
 # test scripts' bad input and environment; each stops before any install.
@@ -240,6 +240,16 @@ for s in test install-deps; do
 done
 with PATH="$dir/bin" expect_script 2 "scripts/sanitize: unknown mode \
 \"bogus\" (address or thread)" "$top/scripts/sanitize" bogus
+sm="share_machine:"
+expect_script 2 "$sm --model: \"x\" is not mlp or cnn" \
+    "$bench/share_machine.sh" --model x
+expect_script 2 "$sm --reps: \"0\" is not an integer >= 1" \
+    "$bench/share_machine.sh" --reps 0
+expect_script 2 "$sm --reps needs a value" "$bench/share_machine.sh" --reps
+expect_script 2 "$sm unknown flag \"--bogus\" (try --help)" \
+    "$bench/share_machine.sh" --bogus
+expect_script 1 "$sm $dir/none/examples/train_fmnist is not built" \
+    "$bench/share_machine.sh" --baseline "$dir/none"
 ct="compare_torch:"
 expect_script 2 "$ct --reps: \"x\" is not an integer >= 1" \
     "$bench/compare_torch.sh" --reps x
