@@ -4,10 +4,11 @@
 # benchmark of examples/) and the training programs (train_fmnist,
 # train_cifar10: one parser) exit 2 with the message of test/README.md's
 # bad-input table; so do bench/compare_torch.sh, share_machine.sh and the
-# plots' scripts, run directly. The other scripts, run directly too: scripts/test and
-# install-deps with arguments, quickstart and examples/slurm/ passing a bad
-# flag to train_fmnist, compare_torch.sh without what it needs, and the
-# test scripts' bad input and environment; each stops before any install.
+# plots' scripts, run directly. The other scripts, run directly too:
+# scripts/test and install-deps with arguments, quickstart and
+# examples/slurm/ passing a bad flag to train_fmnist, compare_torch.sh
+# without what it needs, and the test scripts' bad input and environment;
+# each stops before any install.
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # shellcheck source=test/script_lib.sh
 . "${srcdir:-.}/test/script_lib.sh"
