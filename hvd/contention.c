@@ -86,12 +86,12 @@ void hvd__contention_check(void)
     if (window.start > 0 && now - window.start < HVD__CONTENTION_WINDOW_S)
         return;
     if (hvd__read_run_delay(&delay_s) != HVD_OK) return;
-    double share = (delay_s - window.delay_s) / (now - window.start);
-    double wall = now - window.start;
+    hvd__contention_window_t closed = window;
     if (hvd__contention_feed(&hvd__engine.contention, &window, now, delay_s))
         hvd__log(HVD__LOG_DEBUG,
                  "this thread waited for a PU %.0f%% of the last %.0f ms: "
                  "waits sleep instead of spinning for %.1f s",
-                 100 * share, 1e3 * wall,
+                 100 * (delay_s - closed.delay_s) / (now - closed.start),
+                 1e3 * (now - closed.start),
                  hvd__engine.contention.off_until - now);
 }
