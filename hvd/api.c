@@ -255,6 +255,7 @@ int hvd_poll(hvd_handle_t handle)
 {
     if (!handle) return HVD_ERR_ARG;
     pthread_mutex_lock(&hvd__engine.mu);
+    hvd__contention_check(); /* a caller may poll instead of waiting */
     int done = handle->done;
     pthread_mutex_unlock(&hvd__engine.mu);
     if (!done) {

@@ -227,7 +227,8 @@ int hvd__parse_schedstat(const char *text, double *delay_s);
  * turns spinning off (returns 1). */
 int hvd__contention_feed(hvd__contention_t *c, hvd__contention_window_t *w,
                          double now, double delay_s);
-/* The calling thread's check, at most once a window; with mu held. */
+/* The calling thread's check (hvd_wait, hvd_poll), at most once a window;
+ * with mu held. */
 void hvd__contention_check(void);
 
 /* ---- the engine (engine.c) ---- */
