@@ -542,6 +542,7 @@ int hvd__engine_start(void)
     hvd__engine.chain = (hvd__chain_t){0};
     hvd__engine.shutdown_requested = 0;
     hvd__engine.stalled = 0;
+    hvd__engine.contention = (hvd__contention_t){0}; /* a new job's PUs */
     hvd__index_free(&hvd__cache.by_name);
     memset(&hvd__cache, 0, sizeof hvd__cache);
     if (pthread_create(&hvd__thread, NULL, hvd__engine_main, NULL) != 0)
