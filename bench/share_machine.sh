@@ -23,6 +23,14 @@ builds=$root
 usage() {
     sed -n '/^# Usage/,/^# Exit/p' "$0" | sed 's/^# \{0,1\}//'
 }
+die() {
+    echo "share_machine: $*" >&2
+    exit 1
+}
+bad() {
+    echo "share_machine: $*" >&2
+    exit 2
+}
 need_value() {
     [ $# -ge 2 ] || { echo "share_machine: $1 needs a value" >&2; exit 2; }
 }
@@ -38,36 +46,45 @@ done
 case $model in
     mlp) steps=3000 ;;
     cnn) steps=150 ;;
-    *) echo "share_machine: --model: \"$model\" is not mlp or cnn" >&2; exit 2 ;;
+    *) bad "--model: \"$model\" is not mlp or cnn" ;;
 esac
 case $reps in
-    ''|*[!0-9]*|0) echo "share_machine: --reps: \"$reps\" is not an integer >= 1" >&2
-                   exit 2 ;;
+    ''|*[!0-9]*|0) bad "--reps: \"$reps\" is not an integer >= 1" ;;
 esac
 for b in $builds; do
     [ -x "$b/examples/train_fmnist" ] ||
-        { echo "share_machine: $b/examples/train_fmnist is not built" >&2; exit 1; }
+        die "$b/examples/train_fmnist is not built"
 done
 
 mpirun=${MPIRUN:-mpirun}
 out=$(mktemp -d)
 busy=
-trap 'if [ -n "$busy" ]; then kill "$busy" 2>/dev/null || :; fi; rm -rf "$out"' EXIT
+stop_busy() {
+    if [ -n "$busy" ]; then kill "$busy" 2>/dev/null || :; fi
+    busy=
+}
+trap 'stop_busy; rm -rf "$out"' EXIT
 # one BUILD: one 1-rank training; prints its images/s.
 one() {
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         "$mpirun" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 \
         -x OPENBLAS_NUM_THREADS=1 -np 1 "$1/examples/train_fmnist" \
         --model "$model" --epochs 100000 --max-steps "$steps" \
-        --progress lines > "$out/log.$$.$2" 2>&1 ||
-        { echo "share_machine: a run of $1 failed:" >&2
-          tail -5 "$out/log.$$.$2" >&2; exit 1; }
-    rate=$(sed -n 's/^done:.*: \([0-9]*\) images\/s.*/\1/p' "$out/log.$$.$2")
-    [ -n "$rate" ] || { echo "share_machine: no rate from $1" >&2; exit 1; }
+        --progress lines > "$out/log.$2" 2>&1 ||
+        { tail -5 "$out/log.$2" >&2; die "a run of $1 failed"; }
+    rate=$(sed -n 's/^done:.*: \([0-9]*\) images\/s.*/\1/p' "$out/log.$2")
+    [ -n "$rate" ] || die "no rate from $1"
     echo "$rate"
 }
+# The median of the numbers on stdin, one a line.
+median() {
+    sort -n | awk '{ v[NR] = $1 }
+        END { m = int((NR + 1) / 2)
+              print (NR % 2) ? v[m] : int((v[m] + v[m + 1]) / 2) }'
+}
 
-echo "# share_machine: $model, 1 rank, $steps steps, $reps reps, $(getconf _NPROCESSORS_ONLN) PUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# share_machine: $model, 1 rank, $steps steps, $reps reps," \
+     "$(getconf _NPROCESSORS_ONLN) PUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 rep=1
 while [ "$rep" -le "$reps" ]; do
     for b in $builds; do
@@ -75,13 +92,13 @@ while [ "$rep" -le "$reps" ]; do
         sh -c 'while :; do :; done' &
         busy=$!
         s=$(one "$b" b)
-        kill "$busy"
-        busy=
+        stop_busy
         one "$b" c > "$out/twin" &
         t=$(one "$b" d)
         wait $!
         t2=$(cat "$out/twin")
-        echo "rep $rep $b: alone $a, beside a busy loop $s, beside itself $t and $t2"
+        echo "rep $rep $b: alone $a, beside a busy loop $s," \
+             "beside itself $t and $t2"
         echo "$b alone $a" >> "$out/rates"
         echo "$b busy $s" >> "$out/rates"
         echo "$b itself $t" >> "$out/rates"
@@ -94,8 +111,7 @@ for b in $builds; do
     line=$b
     for mode in alone busy itself; do
         m=$(awk -v b="$b" -v m="$mode" '$1 == b && $2 == m {print $3}' \
-                "$out/rates" | sort -n |
-            awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : int((v[NR / 2] + v[NR / 2 + 1]) / 2)}')
+                "$out/rates" | median)
         line="$line | $m"
     done
     echo "$line"

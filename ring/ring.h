@@ -191,12 +191,12 @@ int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
  * data, n) finds elements [first, first + n) of the call's result reduced
  * in data (in the owner's private scratch memory, never in sendbuf or
  * recvbuf, so fn may read their old values) and replaces them, in place,
- * with what every rank is to receive there. Each element passes through fn exactly
- * once, on one rank: the owner of its block (which rank owns which
- * elements is fixed by count, dtype, the slab size and the number of
- * ranks, so it is the same for every call alike). fn may keep per-element
- * state (an optimizer's momentum): only the owner's copy of it is then
- * current. */
+ * with what every rank is to receive there. Each element passes through
+ * fn exactly once, on one rank: the owner of its block (which rank owns
+ * which elements is fixed by count, dtype, the slab size and the number
+ * of ranks, so it is the same for every call alike). fn may keep
+ * per-element state (an optimizer's momentum): only the owner's copy of
+ * it is then current. */
 typedef struct {
     void (*fn)(void *ctx, size_t first, void *data, size_t n);
     void *ctx;

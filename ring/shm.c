@@ -138,13 +138,6 @@ static void ring__shm_stream(char *dst, const char *src, size_t bytes)
 #endif
 }
 
-/* Non-temporal stores are not ordered by a release store: fence them. */
-static void ring__shm_publish_fence(void)
-{
-#if defined(__SSE2__)
-    _mm_sfence();
-#endif
-}
 
 struct ring_shm {
     MPI_Comm comm; /* our duplicate */
@@ -320,6 +313,17 @@ static void ring__shm_publish(const ring__shm_chunk_t *c, char *dst,
         memcpy(dst, src, bytes);
 }
 
+/* Before the counter that says what ring__shm_publish wrote is there:
+ * non-temporal stores are not ordered by a release store, so fence them. */
+static void ring__shm_publish_fence(const ring__shm_chunk_t *c)
+{
+#if defined(__SSE2__)
+    if (c->stream) _mm_sfence();
+#else
+    (void)c;
+#endif
+}
+
 /* What a way has cost: the least of its recent calls, since a call's time
  * also holds the wait for the last rank to come. 0 before it has run. */
 static double ring__shm_cost(const ring_shm_t *shm, int stream)
@@ -373,7 +377,7 @@ static void ring__shm_post(const ring__shm_chunk_t *c, size_t s)
                 ring__shm_publish(c, slab + at * c->esize,
                                   c->src + at * c->esize, len * c->esize);
         }
-    if (c->stream) ring__shm_publish_fence();
+    ring__shm_publish_fence(c);
     atomic_store_explicit(&shm->ctl[shm->rank]->posted, c->base + s + 1,
                           memory_order_release);
 }
@@ -409,7 +413,7 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
         ring__shm_publish(c, acc + done * c->esize, shm->tile, k * c->esize);
         if (copy_out) memcpy(c->dst + at_tile, shm->tile, k * c->esize);
     }
-    if (c->stream) ring__shm_publish_fence();
+    ring__shm_publish_fence(c);
     if (c->cross != MPI_COMM_NULL) return;
     atomic_store_explicit(&shm->ctl[me]->reduced, c->base + s + 1,
                           memory_order_release);

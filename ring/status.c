@@ -159,9 +159,10 @@ int ring__tuning_parse(ring__tuning_t *tuning)
     tuning->shm_stream = RING__STREAM_AUTO;
     const char *stream = getenv("HVD_SHM_STREAM");
     if (status == RING_OK && stream && *stream) {
-        if (!strcmp(stream, "on") || !strcmp(stream, "off")) {
-            tuning->shm_stream = !strcmp(stream, "on") ? RING__STREAM_ON
-                                                       : RING__STREAM_OFF;
+        if (!strcmp(stream, "on")) {
+            tuning->shm_stream = RING__STREAM_ON;
+        } else if (!strcmp(stream, "off")) {
+            tuning->shm_stream = RING__STREAM_OFF;
         } else if (strcmp(stream, "auto")) {
             ring__log("HVD_SHM_STREAM=\"%s\": expected auto, on or off",
                       stream);
