@@ -46,13 +46,15 @@ hvd__response_t *hvd__plan_add(hvd__plan_t *plan, int status, int ndescs)
 /* ---- byte formats ---- */
 
 /* A desc from another rank is checked before use: a NUL-terminated name,
- * known kind, dtype and op, and a root that is a rank (rank 0 indexes its
- * per-rank tables with it, and every rank its ring order). */
+ * known kind, dtype and op, a count whose bytes fit a size_t (fusion adds
+ * them up), and a root that is a rank (rank 0 indexes its per-rank tables
+ * with it, and every rank its ring order). */
 static int hvd__desc_valid(const hvd__desc_t *d)
 {
+    size_t esize = ring_dtype_size((ring_dtype_t)d->dtype);
     return memchr(d->name, '\0', sizeof d->name) != NULL && d->kind >= 0 &&
-           d->kind < HVD__KIND_COUNT &&
-           ring_dtype_size((ring_dtype_t)d->dtype) != 0 &&
+           d->kind < HVD__KIND_COUNT && esize != 0 &&
+           d->count <= SIZE_MAX / esize &&
            ring_op_name((ring_op_t)d->op) != NULL && d->root >= 0 &&
            d->root < hvd__engine.size;
 }

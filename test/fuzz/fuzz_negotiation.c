@@ -7,8 +7,8 @@
  * Input: a byte choosing the decoder (bit 0: plan), then the message. A
  * failure must be HVD_ERR_ARG (or HVD_ERR_NOMEM) with nothing left
  * allocated. A success must hold only valid descriptions: a NUL within the
- * name, a known kind, dtype and op, and a root that is a rank of the world
- * (size 4 here); and the encoder must give the message back byte for byte
+ * name, a known kind, dtype and op, a count whose bytes fit a size_t, and a
+ * root that is a rank of the world (size 4 here); and the encoder must give the message back byte for byte
  * (the requests' joined flag read as 0 or 1).
  */
 #include <stdlib.h>
@@ -22,7 +22,9 @@ static int valid(const hvd__desc_t *d)
 {
     return memchr(d->name, 0, sizeof d->name) && d->kind >= 0 &&
            d->kind < HVD__KIND_COUNT && d->dtype >= 0 &&
-           d->dtype < RING_DTYPE_COUNT && d->op >= 0 && d->op < RING_OP_COUNT &&
+           d->dtype < RING_DTYPE_COUNT &&
+           d->count <= SIZE_MAX / ring_dtype_size((ring_dtype_t)d->dtype) &&
+           d->op >= 0 && d->op < RING_OP_COUNT &&
            d->root >= 0 && d->root < WORLD_SIZE;
 }
 
