@@ -71,7 +71,8 @@ __global__ void ring_reduce_kernel(typename D::T *dst, const typename D::T *a,
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
          i += stride) {
         typename D::W v = ring_apply<D>(D::load(a[i]), D::load(b[i]), op);
-        if (!D::integer && divisor > 1) v = v / (typename D::W)divisor;
+        if (!D::integer && op == RING_AVERAGE && divisor > 1)
+            v = v / (typename D::W)divisor;
         dst[i] = D::store(v);
     }
 }
