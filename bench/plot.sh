@@ -13,10 +13,6 @@ fi
 in=$1
 out=$2
 
-if ! command -v gnuplot >/dev/null 2>&1; then
-    echo "$0: gnuplot not found; install gnuplot-nox" >&2
-    exit 1
-fi
 if [ ! -r "$in" ]; then
     echo "$0: cannot read $in" >&2
     exit 1
@@ -40,4 +36,9 @@ dtype_op=$(sed -n 's/^# Datatype: \([^ ]*\) *Op: \([^ ]*\).*/\1 \2/p' "$in" | he
 mpi=$(sed -n 's/^# MPI library: \([^,]*\).*/\1/p' "$in" | head -n 1)
 title="allreduce ${dtype_op:-}, ${nranks:-?} ranks (MPI: ${mpi:-?})"
 
+# Last: what was wrong with the arguments or inputs is said first.
+if ! command -v gnuplot >/dev/null 2>&1; then
+    echo "$0: gnuplot not found; install gnuplot-nox" >&2
+    exit 1
+fi
 gnuplot -c "$(dirname "$0")/plot.gp" "$in" "$out" "$title"

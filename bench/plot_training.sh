@@ -22,10 +22,6 @@ if [ $# -lt 2 ]; then
     echo "usage: $0 LOG [LOG...] OUT.png   (LOG: train_fmnist or torch_fmnist.py output)" >&2
     exit 2
 fi
-if ! command -v gnuplot >/dev/null 2>&1; then
-    echo "$0: gnuplot not found; install gnuplot-nox" >&2
-    exit 1
-fi
 # The last argument is the PNG.
 for out; do :; done
 case $out in
@@ -113,5 +109,10 @@ set yrange [*:*]
 plot $plots_acc
 unset multiplot
 EOF
+# Last: what was wrong with the arguments or inputs is said first.
+if ! command -v gnuplot >/dev/null 2>&1; then
+    echo "$0: gnuplot not found; install gnuplot-nox" >&2
+    exit 1
+fi
 gnuplot "$tmp/plot.gp"
 echo "$0: wrote $out ($i log$( [ $i -eq 1 ] || echo s))"

@@ -228,7 +228,8 @@ top=${srcdir:-.} bench=${srcdir:-.}/bench
 # a check broken, the script would stop at its first install, build or
 # MPI step (no dpkg-query, apt-get, make or mpirun) instead of doing it.
 mkdir "$dir/bin" || exit 99
-for tool in bash cat dirname getconf grep id mount sed sh unshare; do
+for tool in awk basename bash cat cut dirname getconf grep head id mktemp mount \
+    rm sed sh tr unshare; do
     if path=$(command -v $tool); then
         ln -s "$path" "$dir/bin/$tool" || exit 99
     fi
@@ -340,26 +341,33 @@ else
     echo "note: no mount namespace here (unshare -m needs root);" \
         "compare_torch.sh without python3 or torch is not tried"
 fi
-expect_script 2 "usage: $bench/plot.sh IN.txt OUT.png" "$bench/plot.sh" x
-expect_script 2 "usage: $bench/plot_training.sh LOG [LOG...] OUT.png" \
-    "$bench/plot_training.sh" x
-expect_script 2 "plot_training.sh: the last argument, \"x.txt\", should be \
-the .png to write" "$bench/plot_training.sh" x x.txt
-# The plots need gnuplot (scripts/install-deps installs it), checked before
-# their input.
+# The plots' checks, under a PATH without gnuplot: what is wrong with
+# the arguments and inputs is said before that gnuplot is missing.
+nognu() { with PATH="$dir/bin" expect_script "$@"; }
 echo "no epochs here" > "$dir/log.txt"
-expect_script 1 "$dir/missing.txt" "$bench/plot_training.sh" \
-    "$dir/missing.txt" "$dir/out.png"
-expect_script 1 "plot_training.sh: $dir/log.txt has no \"epoch E/N  \
-train_loss ...  test_loss ...  test_acc ...\" lines" \
+printf 'epoch 1/1  train_loss 0.5  test_loss 0.4  test_acc 0.8\n' \
+    > "$dir/epochs.txt"
+nognu 2 "usage: $bench/plot.sh IN.txt OUT.png" "$bench/plot.sh" x
+nognu 2 "usage: $bench/plot_training.sh LOG [LOG...] OUT.png" \
+    "$bench/plot_training.sh" x
+nognu 2 "plot_training.sh: the last argument, \"x.txt\", should be the \
+.png to write" "$bench/plot_training.sh" x x.txt
+nognu 1 "$dir/missing.txt" "$bench/plot_training.sh" "$dir/missing.txt" \
+    "$dir/out.png"
+nognu 1 "plot_training.sh: $dir/log.txt has no \"epoch E/N  train_loss ...  \
+test_loss ...  test_acc ...\" lines" \
     "$bench/plot_training.sh" "$dir/log.txt" "$dir/out.png"
-expect_script 1 "plot.sh: cannot read $dir/missing.txt" "$bench/plot.sh" \
+nognu 1 "plot_training.sh: gnuplot not found; install gnuplot-nox" \
+    "$bench/plot_training.sh" "$dir/epochs.txt" "$dir/out.png"
+nognu 1 "plot.sh: cannot read $dir/missing.txt" "$bench/plot.sh" \
     "$dir/missing.txt" "$dir/out.png"
-expect_script 1 "plot.sh: $dir/log.txt is not allreduce_perf --compare \
-output" "$bench/plot.sh" "$dir/log.txt" "$dir/out.png"
-expect_script 1 "plot.sh: $bench/results/np2_run1.txt comes from an \
-allreduce_perf without shm in --compare; its columns differ (rerun it)" \
+nognu 1 "plot.sh: $dir/log.txt is not allreduce_perf --compare output" \
+    "$bench/plot.sh" "$dir/log.txt" "$dir/out.png"
+nognu 1 "plot.sh: $bench/results/np2_run1.txt comes from an allreduce_perf \
+without shm in --compare; its columns differ (rerun it)" \
     "$bench/plot.sh" "$bench/results/np2_run1.txt" "$dir/out.png"
+nognu 1 "plot.sh: gnuplot not found; install gnuplot-nox" \
+    "$bench/plot.sh" "$bench/results/shm/np2_run1.txt" "$dir/out.png"
 # The Python helpers (argparse runs before torch is imported).
 expect_script 2 "torch_fmnist.py: error: --epochs: 0 is out of range \
 1..100000" "$bench/torch_fmnist.py" --epochs 0
