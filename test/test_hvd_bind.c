@@ -70,24 +70,33 @@ static void spin_on_poll(void)
                (MPI_Wtime() - t0) * 1e3);
 }
 
-/* Binds the calling thread to one PU of its set, PU (local rank mod
- * count), as a launcher would bind each rank before hvd_init. */
+/* Binds this process to one PU of its set, as a launcher would bind each
+ * rank before hvd_init: every thread, since a launcher binds before exec
+ * and MPI_Init's threads (started here before this) inherit it. The PU is
+ * counted from the end of the set, (local rank mod count) back, so that it
+ * is not the one hvd's own share of the node would give. */
 static int bind_like_launcher(cpu_set_t *set)
 {
     MPI_Comm node;
-    int local, have = 0, at = 0;
+    int local, have = 0, at = 0, ok = 1;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
                         MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &local);
     MPI_Comm_free(&node);
-    int pick = local % CPU_COUNT(set);
+    int pick = CPU_COUNT(set) - 1 - local % CPU_COUNT(set);
     for (int cpu = 0; cpu < CPU_SETSIZE && !have; cpu++)
         if (CPU_ISSET(cpu, set) && at++ == pick) {
             CPU_ZERO(set);
             CPU_SET(cpu, set);
             have = 1;
         }
-    return have && sched_setaffinity(0, sizeof *set, set) == 0;
+    DIR *dir = opendir("/proc/self/task");
+    if (!have || !dir) return 0;
+    for (struct dirent *e; (e = readdir(dir)) != NULL;)
+        if (e->d_name[0] != '.')
+            ok &= sched_setaffinity(atoi(e->d_name), sizeof *set, set) == 0;
+    closedir(dir);
+    return ok;
 }
 
 static _Atomic int spin_stop; /* atomic: read by the busy thread */
