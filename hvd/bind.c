@@ -16,8 +16,11 @@
  *
  * In a CUDA build on a node with GPUs, local rank r takes device
  * r mod (visible devices), made current before any other CUDA call of
- * ours, and core/numa binding is to the cores nearest that device
- * (hwloc's cudart helper) instead of a share of the node.
+ * ours, and binding is to the PUs nearest that device (hwloc's cudart
+ * helper) instead of the node: all of them with numa, and with core this
+ * rank's share of their cores among the local ranks whose devices have the
+ * same nearest PUs (several ranks on one GPU, or the GPUs of one socket),
+ * so that ranks near one GPU do not run on the same cores.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT, SCHED_BATCH */
 #include <hwloc.h>
@@ -45,16 +48,18 @@ static void hvd__share(int local_rank, int local_size, int n, int *lo,
     }
 }
 
-/* This local rank's GPU, made current; -1 without one (or without CUDA). */
-static int hvd__pick_device(int local_rank)
+/* This local rank's GPU, made current, and in *count how many are
+ * visible; -1 without one (or without CUDA). */
+static int hvd__pick_device(int local_rank, int *count)
 {
+    *count = 0;
 #if HVD_HAVE_CUDA
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0) {
+    if (cudaGetDeviceCount(count) != cudaSuccess || *count <= 0) {
         (void)cudaGetLastError(); /* no device: the host path, no error */
+        *count = 0;
         return -1;
     }
-    int device = local_rank % count;
+    int device = local_rank % *count;
     return cudaSetDevice(device) == cudaSuccess ? device : -1;
 #else
     (void)local_rank;
@@ -76,10 +81,43 @@ static int hvd__device_cpuset(hwloc_topology_t topo, int device,
 #endif
 }
 
+/* Narrows set, the PUs nearest this rank's device, to this rank's share
+ * of their cores among the local ranks whose devices (rank r has device
+ * r mod ndevices) are nearest the same PUs. Left whole when hwloc finds
+ * no core in it. */
+static void hvd__share_near_device(hwloc_topology_t topo, hwloc_bitmap_t set,
+                                   int local_rank, int local_size,
+                                   int ndevices)
+{
+    hwloc_bitmap_t theirs = hwloc_bitmap_alloc(), mine = hwloc_bitmap_alloc();
+    int index = 0, sharing = 0;
+    for (int r = 0; theirs && r < local_size; r++)
+        if (r == local_rank ||
+            (hvd__device_cpuset(topo, r % ndevices, theirs) == 0 &&
+             hwloc_bitmap_isequal(theirs, set))) {
+            index += r < local_rank;
+            sharing++;
+        }
+    int cores = hwloc_get_nbobjs_inside_cpuset_by_type(topo, set,
+                                                       HWLOC_OBJ_CORE);
+    if (theirs && mine && cores > 0) {
+        int lo, hi;
+        hvd__share(index, sharing, cores, &lo, &hi);
+        for (int i = lo; i < hi; i++)
+            hwloc_bitmap_or(mine, mine,
+                            hwloc_get_obj_inside_cpuset_by_type(
+                                topo, set, HWLOC_OBJ_CORE, (unsigned)i)
+                                ->cpuset);
+        hwloc_bitmap_and(set, set, mine);
+    }
+    hwloc_bitmap_free(theirs);
+    hwloc_bitmap_free(mine);
+}
+
 /* Binds as HVD_BIND says and describes the place in where (n bytes). */
 static void hvd__bind_in(hwloc_topology_t topo, hvd__bind_t mode,
-                         int device, int local_rank, int local_size,
-                         char *where, size_t n)
+                         int device, int ndevices, int local_rank,
+                         int local_size, char *where, size_t n)
 {
     hwloc_const_cpuset_t all = hwloc_topology_get_allowed_cpuset(topo);
     hwloc_bitmap_t now = hwloc_bitmap_alloc(), set = hwloc_bitmap_alloc();
@@ -91,12 +129,17 @@ static void hvd__bind_in(hwloc_topology_t topo, hvd__bind_t mode,
         hwloc_bitmap_list_snprintf(pus, sizeof pus, now);
         snprintf(where, n, "PUs %s, as the launcher bound it", pus);
     } else if (device >= 0 && hvd__device_cpuset(topo, device, set) == 0) {
+        if (mode == HVD__BIND_CORE)
+            hvd__share_near_device(topo, set, local_rank, local_size,
+                                   ndevices);
         hwloc_bitmap_list_snprintf(pus, sizeof pus, set);
         if (hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_PROCESS) != 0)
             snprintf(where, n, "not bound: hwloc_set_cpubind to PUs %s "
                      "failed", pus);
         else
-            snprintf(where, n, "PUs %s, nearest the GPU", pus);
+            snprintf(where, n, "PUs %s, %s the GPU", pus,
+                     mode == HVD__BIND_CORE ? "its share of the cores nearest"
+                                            : "nearest");
     } else {
         hwloc_obj_type_t type =
             mode == HVD__BIND_NUMA ? HWLOC_OBJ_NUMANODE : HWLOC_OBJ_CORE;
@@ -176,7 +219,7 @@ void hvd__bind(hvd__bind_t mode, int local_rank, int local_size, char *place,
                size_t nbytes)
 {
     char where[HVD__PLACE_MAX - 32], gpu[32] = "cpu";
-    int device = hvd__pick_device(local_rank);
+    int ndevices, device = hvd__pick_device(local_rank, &ndevices);
     hwloc_topology_t topo;
     if (mode == HVD__BIND_NONE) {
         snprintf(where, sizeof where, "not bound (HVD_BIND=none)");
@@ -187,8 +230,8 @@ void hvd__bind(hvd__bind_t mode, int local_rank, int local_size, char *place,
             snprintf(where, sizeof where,
                      "not bound: hwloc_topology_load failed");
         else
-            hvd__bind_in(topo, mode, device, local_rank, local_size, where,
-                         sizeof where);
+            hvd__bind_in(topo, mode, device, ndevices, local_rank,
+                         local_size, where, sizeof where);
         hwloc_topology_destroy(topo);
     }
     if (strncmp(where, "not bound:", 10) == 0)
