@@ -192,6 +192,11 @@ static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
         return hvd__bad(func, "average is for floating dtypes (use sum)");
     if (count > 0 && (!sendbuf || !recvbuf))
         return hvd__bad(func, "NULL buffer with count > 0");
+    if (count > 0 && (ring_is_device_memory(sendbuf) ||
+                      ring_is_device_memory(recvbuf)))
+        return hvd__bad(func, "a buffer is CUDA device memory: hvd takes "
+                              "host memory (device buffers are a later "
+                              "release)");
     if (kind == HVD__BROADCAST && (root < 0 || root >= hvd__engine.size))
         return hvd__bad(func, "root is not a rank");
     if (name && strlen(name) >= HVD__NAME_MAX)

@@ -75,8 +75,9 @@ int hvd_cross_rank(void), hvd_cross_size(void); /* index/number of nodes */
  * matched by order: the n-th unnamed call of a kind on every rank); names
  * are at most 199 bytes and may not start with "__" (hvd's own). A name
  * may be in flight once per rank at a time (else HVD_ERR_STATE, and no
- * handle). Buffers are host memory (CUDA device memory: a later release).
- * sendbuf == recvbuf is in place. */
+ * handle). Buffers are host memory: CUDA device memory is refused with
+ * HVD_ERR_ARG (device buffers are a later release). sendbuf == recvbuf is
+ * in place. */
 int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                   hvd_dtype_t dtype, hvd_op_t op, const char *name);
 int hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,

@@ -75,6 +75,11 @@ size_t ring_dtype_size(ring_dtype_t dtype);
 const char *ring_dtype_name(ring_dtype_t dtype);
 const char *ring_op_name(ring_op_t op);
 
+/* 1 when p is CUDA device memory (a CUDA build with a GPU visible), else
+ * 0. The collectives take host memory for now and refuse device buffers
+ * (RING_ERR_ARG, with a message). */
+int ring_is_device_memory(const void *p);
+
 /* Conversions between float and the 16-bit types, as the reductions do
  * them: round to nearest even, subnormals kept, NaN stays NaN, beyond
  * 65504 (f16) becomes inf. */

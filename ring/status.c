@@ -78,6 +78,10 @@ int ring__check_args(const char *func, const void *sendbuf, const void *recvbuf,
         why = "average is for floating dtypes only (use sum)";
     else if (count > 0 && (sendbuf == NULL || recvbuf == NULL))
         why = "NULL buffer with count > 0";
+    else if (count > 0 && (ring_is_device_memory(sendbuf) ||
+                           ring_is_device_memory(recvbuf)))
+        why = "a buffer is CUDA device memory: the collectives take host "
+              "memory (device buffers are a later release)";
     if (!why) return RING_OK;
     ring__log("%s: %s (count=%zu dtype=%d op=%d)", func, why, count,
               (int)dtype, (int)op);

@@ -1,0 +1,106 @@
+/* test/test_device_buffers.c: CUDA device memory handed to the collectives
+ * (test/device_buffers_np*.mpi). They take host memory for now, so every
+ * ring collective and every hvd call refuses a device buffer, on send or
+ * receive, with its error and a message saying so, instead of crashing in
+ * the first copy; a good allreduce of host memory works after each refusal
+ * (hvd) and after all of them (ring); ring_is_device_memory tells device
+ * memory from host and managed memory. Exits 77 (skip) in a build without
+ * CUDA or where no GPU is visible, as on the CI machines.
+ */
+#define _POSIX_C_SOURCE 200809L /* test/capture.h */
+#include <mpi.h>
+#if HVD_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+#include "hvd/hvd.h"
+#include "ring/ring.h"
+#include "test/capture.h"
+#include "test/test.h"
+
+enum { COUNT = 1024 };
+
+static float host[COUNT];
+
+/* A good allreduce of host memory, checked exactly. */
+static void host_allreduce_works(const char *name)
+{
+    for (int i = 0; i < COUNT; i++) host[i] = (float)(hvd_rank() + i);
+    TEST_EQ(hvd_allreduce(host, host, COUNT, HVD_FLOAT32, HVD_SUM, name),
+            HVD_OK);
+    int n = hvd_size();
+    TEST_EQ(host[7], (float)(n * (n - 1) / 2 + 7 * n));
+}
+
+#if HVD_HAVE_CUDA
+static void ring_refuses(float *dev)
+{
+    const char *says = "CUDA device memory";
+    MPI_Comm w = MPI_COMM_WORLD;
+    TEST_SAYS(ring_allreduce(dev, dev, COUNT, RING_FLOAT32, RING_SUM, w),
+              RING_ERR_ARG, says);
+    TEST_SAYS(ring_allreduce(host, dev, COUNT, RING_FLOAT32, RING_SUM, w),
+              RING_ERR_ARG, says);
+    TEST_SAYS(ring_allreduce(dev, host, COUNT, RING_FLOAT32, RING_SUM, w),
+              RING_ERR_ARG, says);
+    TEST_SAYS(ring_broadcast(dev, COUNT, RING_FLOAT32, 0, w), RING_ERR_ARG,
+              says);
+    TEST_SAYS(ring_allgather(dev, host, 1, RING_FLOAT32, w), RING_ERR_ARG,
+              says);
+    TEST_SAYS(ring_reduce_scatter(dev, host, 1, RING_FLOAT32, RING_SUM, w),
+              RING_ERR_ARG, says);
+    /* Nothing half-sent: the ranks still agree on the next call. */
+    for (int i = 0; i < COUNT; i++) host[i] = 1.0f;
+    TEST_EQ(ring_allreduce(host, host, COUNT, RING_FLOAT32, RING_SUM, w),
+            RING_OK);
+    TEST_EQ(host[COUNT - 1], (float)hvd_size());
+}
+
+static void hvd_refuses(float *dev)
+{
+    const char *says = "CUDA device memory";
+    TEST_SAYS(hvd_allreduce(dev, dev, COUNT, HVD_FLOAT32, HVD_SUM, "dev"),
+              HVD_ERR_ARG, says);
+    host_allreduce_works("dev");
+    TEST_SAYS(hvd_allreduce(host, dev, COUNT, HVD_FLOAT32, HVD_SUM, "dev"),
+              HVD_ERR_ARG, says);
+    host_allreduce_works("dev");
+    TEST_SAYS(hvd_broadcast(dev, COUNT, HVD_FLOAT32, 0, "dev.b"),
+              HVD_ERR_ARG, says);
+    TEST_SAYS(hvd_allgather(dev, 1, host, HVD_FLOAT32, "dev.g"),
+              HVD_ERR_ARG, says);
+    host_allreduce_works("dev");
+}
+#endif
+
+int main(int argc, char **argv)
+{
+#if HVD_HAVE_CUDA
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
+        TEST_SKIP("no CUDA device visible");
+    if (hvd_init(&argc, &argv) != HVD_OK) return TEST_HARD_ERROR;
+    test_rank = hvd_rank();
+    float *dev = NULL, *managed = NULL;
+    if (cudaMalloc((void **)&dev, COUNT * sizeof(float)) != cudaSuccess ||
+        cudaMallocManaged((void **)&managed, sizeof(float),
+                          cudaMemAttachGlobal) != cudaSuccess)
+        return TEST_HARD_ERROR;
+    TEST_EQ(ring_is_device_memory(dev), 1);
+    TEST_EQ(ring_is_device_memory(dev + 5), 1);
+    TEST_EQ(ring_is_device_memory(host), 0);
+    TEST_EQ(ring_is_device_memory(managed), 0);
+    TEST_EQ(ring_is_device_memory(NULL), 0);
+    ring_refuses(dev);
+    hvd_refuses(dev);
+    cudaFree(dev);
+    cudaFree(managed);
+    hvd_shutdown();
+    printf("test_device_buffers: %s\n", test_failures ? "FAIL" : "ok");
+    return test_exit_code();
+#else
+    (void)argc;
+    (void)argv;
+    (void)host_allreduce_works;
+    TEST_SKIP("not a CUDA build");
+#endif
+}
