@@ -14,7 +14,9 @@
  *            other local ranks' while they hold a core for each.
  *   launcher the test binds each rank to one PU before hvd_init, as
  *            mpirun --bind-to core would: hvd_init leaves it there.
- * An optional second argument, "nospin", sets HVD_SPIN_TIME=0.
+ * An optional second argument, "nospin", sets HVD_SPIN_TIME=0. With a PU
+ * for each of its threads, a rank's quick waits spin rather than sleep,
+ * checked where no other program ran meanwhile; with "nospin" they sleep.
  * The core and NUMA counts come from hwloc, the sets from the kernel.
  * Whatever the mode, the engine thread is in SCHED_BATCH (its wake-ups do
  * not preempt training)
@@ -174,8 +176,9 @@ static double own_cpu_s(void)
  * by every local rank): more CPU time than this job's local ranks used,
  * beyond a tenth of a PU and the kernel's 10 ms ticks. Then hvd may
  * rightly have stopped spinning (hvd/contention.c, whose back-off lasts
- * 0.5 to 16 s), as under a parallel make check; a busy loop of the test's
- * own cannot tell, since the load comes and goes. */
+ * 0.5 to 16 s), as under a parallel make check. (A moment of the test's
+ * own thread busy alone, measured first, missed that: the load comes and
+ * goes.) */
 static int others_ran(MPI_Comm node, double wall_s, double machine_s,
                       double own_s)
 {
@@ -187,10 +190,9 @@ static int others_ran(MPI_Comm node, double wall_s, double machine_s,
 
 /* Blocking allreduces, *calls of them. *fast: how many were answered
  * within half the spin window (0.5 ms), so that their wait had no reason
- * to sleep;
- * returns how many of those slept all the same (a voluntary context
- * switch of this thread during the call). Slower answers, as under a
- * sanitizer or a loaded machine, are left out. */
+ * to sleep; returns how many of those slept all the same (a voluntary
+ * context switch of this thread during the call). Slower answers, as
+ * under a sanitizer or a loaded machine, are left out. */
 static int fast_waits_that_slept(int *calls, int *fast)
 {
     enum { N = 1024 };
