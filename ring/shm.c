@@ -138,7 +138,6 @@ static void ring__shm_stream(char *dst, const char *src, size_t bytes)
 #endif
 }
 
-
 struct ring_shm {
     MPI_Comm comm; /* our duplicate */
     MPI_Win win;

@@ -15,6 +15,7 @@
 #include "hvd/hvd.h"
 #include "ring/ring.h"
 #include "test/capture.h"
+#include "test/hvd_harness.h"
 #include "test/test.h"
 
 enum { COUNT = 1024 };
@@ -78,8 +79,10 @@ int main(int argc, char **argv)
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
         TEST_SKIP("no CUDA device visible");
-    if (hvd_init(&argc, &argv) != HVD_OK) return TEST_HARD_ERROR;
-    test_rank = hvd_rank();
+    MPI_Comm oracle;
+    int rank, size, status = test_hvd_start(&argc, &argv, &oracle, &rank,
+                                            &size);
+    if (status != 0) return status;
     float *dev = NULL, *managed = NULL;
     if (cudaMalloc((void **)&dev, COUNT * sizeof(float)) != cudaSuccess ||
         cudaMallocManaged((void **)&managed, sizeof(float),
@@ -94,9 +97,7 @@ int main(int argc, char **argv)
     hvd_refuses(dev);
     cudaFree(dev);
     cudaFree(managed);
-    hvd_shutdown();
-    printf("test_device_buffers: %s\n", test_failures ? "FAIL" : "ok");
-    return test_exit_code();
+    return test_hvd_finish("test_device_buffers", &oracle, rank, size);
 #else
     (void)argc;
     (void)argv;

@@ -130,11 +130,11 @@ static int near_gpu(hwloc_topology_t topo, int local, hwloc_bitmap_t near)
 #endif
 }
 
-/* Whether every PU of set is in within. */
-static int within(const cpu_set_t *set, hwloc_const_bitmap_t within)
+/* Whether every PU of set is in outer. */
+static int within(const cpu_set_t *set, hwloc_const_bitmap_t outer)
 {
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
-        if (CPU_ISSET(cpu, set) && !hwloc_bitmap_isset(within, (unsigned)cpu))
+        if (CPU_ISSET(cpu, set) && !hwloc_bitmap_isset(outer, (unsigned)cpu))
             return 0;
     return 1;
 }
