@@ -32,7 +32,7 @@ bad() {
     exit 2
 }
 need_value() {
-    [ $# -ge 2 ] || { echo "share_machine: $1 needs a value" >&2; exit 2; }
+    [ $# -ge 2 ] || bad "$1 needs a value"
 }
 while [ $# -gt 0 ]; do
     case $1 in
@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
         --reps) need_value "$@"; reps=$2; shift 2 ;;
         --baseline) need_value "$@"; builds="$2 $root"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
-        *) echo "share_machine: unknown flag \"$1\" (try --help)" >&2; exit 2 ;;
+        *) bad "unknown flag \"$1\" (try --help)" ;;
     esac
 done
 case $model in
