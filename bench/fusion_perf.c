@@ -1,19 +1,11 @@
 /* bench/fusion_perf.c: what hvd's tensor fusion buys, measured through the
  * public API (hvd/hvd.h) on two gradient lists, against MPI and our ring.
  *
- * Workloads (float32, every tensor carved out of one slab per rank, as a
- * DistributedOptimizer hands them over):
- *   small     1000 tensors of 4 KiB (1024 elements) each, 4,096,000 B;
- *   resnet50  the 161 trainable tensors of torchvision's ResNet-50, in its
- *             parameter order (built by resnet50_build(), which checks the
- *             totals): conv1 64x3x7x7 and bn1 gamma/beta; 16 bottleneck
- *             blocks (3, 4, 6, 3 in layer1-4, planes 64, 128, 256, 512):
- *             conv 1x1 in->planes, 3x3 planes->planes, 1x1 planes->4planes,
- *             no bias, each followed by a batch norm's gamma and beta, and
- *             in each layer's first block a 1x1 downsample conv + its batch
- *             norm; fc 1000x2048 weight and 1000 bias. 3 + 16 x 9 + 4 x 3
- *             + 2 = 161 tensors, 25,557,032 elements, 102,228,128 B.
- *             They are issued last layer first, as backward produces them.
+ * Workloads (bench/workloads.h): small, 1000 tensors of 4 KiB, issued in
+ * order; resnet50, the 161 trainable tensors of torchvision's ResNet-50
+ * (25,557,032 float32 elements), issued last layer first, as backward
+ * produces them. Every tensor is carved out of one slab per rank, as a
+ * DistributedOptimizer hands them over.
  *
  * Methods, each reducing every tensor of a workload once per iteration:
  *   hvd-fused    hvd_allreduce_async() per tensor (named "small.17",
@@ -58,7 +50,6 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +59,7 @@
 #include <mpi.h>
 
 #include "bench/common.h"
+#include "bench/workloads.h"
 #include "hvd/hvd.h"
 #include "ring/ring.h"
 
@@ -100,143 +92,9 @@ static _Noreturn void die_hvd(int status, const char *call,
             die_hvd(hvd_rc_, #call, (tensor), __FILE__, __LINE__);             \
     } while (0)
 
-/* ---- workloads: tensors carved out of one slab ---- */
+/* ---- workloads (bench/workloads.h) ---- */
 
 enum { WL_SMALL, WL_RESNET50, NWORKLOADS };
-
-typedef struct {
-    const char *name;     /* "small", "resnet50" */
-    int ntensors, cap;    /* tensors added, room for */
-    char **tensor_names;  /* (ntensors) "small.17", "fc.weight", ... */
-    size_t *counts;       /* (ntensors) elements of each tensor */
-    size_t *offsets;      /* (ntensors) its first element in the slabs */
-    size_t total_count;   /* elements in all tensors */
-    int reverse;          /* issue last tensor first (backward's order) */
-    float *send;          /* (total_count) inputs; never written after fill */
-    float *recv;          /* (total_count) results, same layout */
-    hvd_handle_t *handles; /* (ntensors) in-flight hvd requests */
-} workload_t;
-
-static void workload_init(workload_t *w, const char *name, int cap,
-                          int reverse)
-{
-    *w = (workload_t){.name = name, .cap = cap, .reverse = reverse};
-    w->tensor_names =
-        bench_malloc((size_t)cap * sizeof *w->tensor_names, "names");
-    w->counts = bench_malloc((size_t)cap * sizeof *w->counts, "counts");
-    w->offsets = bench_malloc((size_t)cap * sizeof *w->offsets, "offsets");
-    w->handles = bench_malloc((size_t)cap * sizeof *w->handles, "handles");
-}
-
-/* Appends a tensor of `count` elements named by a printf format. */
-__attribute__((format(printf, 3, 4))) static void
-workload_add(workload_t *w, size_t count, const char *fmt, ...)
-{
-    char name[128];
-    va_list ap;
-
-    if (w->ntensors == w->cap) {
-        fprintf(stderr, "fusion_perf: bug: more than %d tensors in %s\n",
-                w->cap, w->name);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    w->tensor_names[w->ntensors] = bench_malloc(strlen(name) + 1, "a name");
-    strcpy(w->tensor_names[w->ntensors], name);
-    w->counts[w->ntensors] = count;
-    w->offsets[w->ntensors] = w->total_count;
-    w->total_count += count;
-    w->ntensors++;
-}
-
-static void workload_alloc_slabs(workload_t *w)
-{
-    size_t nbytes = w->total_count * sizeof(float);
-
-    w->send = bench_malloc(nbytes, "the input slab");
-    w->recv = bench_malloc(nbytes, "the result slab");
-}
-
-static void workload_free(workload_t *w)
-{
-    for (int t = 0; t < w->ntensors; t++)
-        free(w->tensor_names[t]);
-    free(w->tensor_names);
-    free(w->counts);
-    free(w->offsets);
-    free(w->handles);
-    free(w->send);
-    free(w->recv);
-    *w = (workload_t){0};
-}
-
-static size_t workload_nbytes(const workload_t *w)
-{
-    return w->total_count * sizeof(float);
-}
-
-#define SMALL_NTENSORS 1000
-#define SMALL_COUNT 1024 /* 4 KiB of float32 */
-
-static void small_build(workload_t *w)
-{
-    workload_init(w, "small", SMALL_NTENSORS, 0);
-    for (int t = 0; t < SMALL_NTENSORS; t++)
-        workload_add(w, SMALL_COUNT, "small.%d", t);
-}
-
-/* A bias-free convolution (out, in, k, k) and its batch norm's gamma and
- * beta (out each), named as torchvision names them. */
-static void add_conv_bn(workload_t *w, const char *prefix, const char *conv,
-                        const char *bn, size_t out, size_t in, size_t k)
-{
-    workload_add(w, out * in * k * k, "%s%s.weight", prefix, conv);
-    workload_add(w, out, "%s%s.weight", prefix, bn);
-    workload_add(w, out, "%s%s.bias", prefix, bn);
-}
-
-static void add_bottleneck(workload_t *w, int layer, int block, size_t in,
-                           size_t planes)
-{
-    char prefix[32];
-
-    snprintf(prefix, sizeof prefix, "layer%d.%d.", layer, block);
-    add_conv_bn(w, prefix, "conv1", "bn1", planes, in, 1);
-    add_conv_bn(w, prefix, "conv2", "bn2", planes, planes, 3);
-    add_conv_bn(w, prefix, "conv3", "bn3", 4 * planes, planes, 1);
-    if (block == 0)
-        add_conv_bn(w, prefix, "downsample.0", "downsample.1", 4 * planes, in,
-                    1);
-}
-
-#define RESNET50_NTENSORS 161
-#define RESNET50_COUNT 25557032u /* torchvision's resnet50(): 25.6M */
-
-static void resnet50_build(workload_t *w)
-{
-    static const int nblocks[4] = {3, 4, 6, 3};
-    size_t in = 64;
-
-    workload_init(w, "resnet50", RESNET50_NTENSORS, 1);
-    add_conv_bn(w, "", "conv1", "bn1", 64, 3, 7);
-    for (int layer = 0; layer < 4; layer++) {
-        size_t planes = (size_t)64 << layer;
-        for (int block = 0; block < nblocks[layer]; block++) {
-            add_bottleneck(w, layer + 1, block, in, planes);
-            in = 4 * planes;
-        }
-    }
-    workload_add(w, 1000 * 2048, "fc.weight");
-    workload_add(w, 1000, "fc.bias");
-    if (w->ntensors != RESNET50_NTENSORS || w->total_count != RESNET50_COUNT) {
-        fprintf(stderr, "fusion_perf: bug: ResNet-50 has %d tensors, %zu "
-                "elements; expected %d, %u\n", w->ntensors, w->total_count,
-                RESNET50_NTENSORS, RESNET50_COUNT);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-}
 
 /* ---- options ---- */
 
@@ -385,7 +243,8 @@ typedef struct {
     int separate;      /* mpi and ring timed before hvd_init */
     int hvd_running;   /* between hvd_init and hvd_shutdown */
     MPI_Comm comm;     /* MPI_COMM_WORLD's duplicate, for mpi and ring */
-    workload_t wl[NWORKLOADS];
+    bench_workload_t wl[NWORKLOADS];
+    hvd_handle_t *handles; /* room for the largest workload's requests */
     /* Per iteration: summed over rounds on this rank, then the mean over
      * rounds and the max over ranks (reduce_results). */
     double seconds[NWORKLOADS][NMETHODS];
@@ -436,7 +295,7 @@ static float expected_value(const bench_t *b, size_t idx)
     return b->opts.op == HVD_AVERAGE ? sum / (float)b->nranks : sum;
 }
 
-static void fill_inputs(const bench_t *b, workload_t *w)
+static void fill_inputs(const bench_t *b, bench_workload_t *w)
 {
     for (size_t i = 0; i < w->total_count; i++)
         w->send[i] = input_value(b->rank, i);
@@ -446,7 +305,7 @@ static void fill_inputs(const bench_t *b, workload_t *w)
  * stay at it and count as wrong. */
 #define POISON 1.0e9f
 
-static void poison_results(workload_t *w)
+static void poison_results(bench_workload_t *w)
 {
     for (size_t i = 0; i < w->total_count; i++)
         w->recv[i] = POISON;
@@ -454,8 +313,8 @@ static void poison_results(workload_t *w)
 
 /* Wrong elements of one tensor: results that differ from the expected
  * ones, and inputs the method changed. The first is printed. */
-static int64_t tensor_wrong(const bench_t *b, const workload_t *w, int t,
-                            const char *method, int64_t nwrong_before)
+static int64_t tensor_wrong(const bench_t *b, const bench_workload_t *w,
+                            int t, const char *method, int64_t nwrong_before)
 {
     int64_t nwrong = 0;
 
@@ -476,7 +335,7 @@ static int64_t tensor_wrong(const bench_t *b, const workload_t *w, int t,
     return nwrong;
 }
 
-static int64_t workload_wrong(const bench_t *b, const workload_t *w,
+static int64_t workload_wrong(const bench_t *b, const bench_workload_t *w,
                               const char *method)
 {
     int64_t nwrong = 0;
@@ -488,7 +347,7 @@ static int64_t workload_wrong(const bench_t *b, const workload_t *w,
 
 /* ---- the methods: one iteration each ---- */
 
-static void run_hvd(const bench_t *b, workload_t *w)
+static void run_hvd(const bench_t *b, bench_workload_t *w)
 {
     for (int i = 0; i < w->ntensors; i++) {
         int t = w->reverse ? w->ntensors - 1 - i : i;
@@ -496,17 +355,17 @@ static void run_hvd(const bench_t *b, workload_t *w)
             hvd_allreduce_async(w->send + w->offsets[t],
                                 w->recv + w->offsets[t], w->counts[t],
                                 HVD_FLOAT32, b->opts.op, w->tensor_names[t],
-                                &w->handles[t]),
+                                &b->handles[t]),
             w->tensor_names[t]);
     }
     for (int i = 0; i < w->ntensors; i++) {
         int t = w->reverse ? w->ntensors - 1 - i : i;
-        HVD_CHECK_TENSOR(hvd_wait(w->handles[t]), w->tensor_names[t]);
+        HVD_CHECK_TENSOR(hvd_wait(b->handles[t]), w->tensor_names[t]);
     }
 }
 
 /* MPI has no average: MPI_SUM, then a division on each rank. */
-static void run_mpi(const bench_t *b, workload_t *w)
+static void run_mpi(const bench_t *b, bench_workload_t *w)
 {
     for (int i = 0; i < w->ntensors; i++) {
         int t = w->reverse ? w->ntensors - 1 - i : i;
@@ -520,7 +379,7 @@ static void run_mpi(const bench_t *b, workload_t *w)
     }
 }
 
-static void run_ring(const bench_t *b, workload_t *w)
+static void run_ring(const bench_t *b, bench_workload_t *w)
 {
     ring_op_t op = b->opts.op == HVD_AVERAGE ? RING_AVERAGE : RING_SUM;
 
@@ -528,7 +387,7 @@ static void run_ring(const bench_t *b, workload_t *w)
                               op, b->comm));
 }
 
-static void run_method(const bench_t *b, workload_t *w, int m)
+static void run_method(const bench_t *b, bench_workload_t *w, int m)
 {
     switch (m) {
     case M_HVD: run_hvd(b, w); break;
@@ -562,7 +421,7 @@ static void sync_phase(const bench_t *b)
 }
 
 /* Mean seconds per iteration on this rank. */
-static double time_method(const bench_t *b, workload_t *w, int m)
+static double time_method(const bench_t *b, bench_workload_t *w, int m)
 {
     sync_phase(b);
     for (int i = 0; i < b->opts.loop.warmup_iters; i++)
@@ -575,7 +434,7 @@ static double time_method(const bench_t *b, workload_t *w, int m)
 }
 
 /* One untimed iteration on poisoned results; this rank's wrong elements. */
-static int64_t check_method(const bench_t *b, workload_t *w, int m)
+static int64_t check_method(const bench_t *b, bench_workload_t *w, int m)
 {
     poison_results(w);
     sync_phase(b);
@@ -700,7 +559,7 @@ static void print_order(const bench_t *b)
 static void print_workloads(const bench_t *b)
 {
     for (int w = 0; w < NWORKLOADS; w++) {
-        const workload_t *wl = &b->wl[w];
+        const bench_workload_t *wl = &b->wl[w];
         size_t largest = 0;
         if (!workload_selected(b, w))
             continue;
@@ -708,7 +567,7 @@ static void print_workloads(const bench_t *b)
             largest = wl->counts[t] > largest ? wl->counts[t] : largest;
         printf("# Workload %-8s: %4d float32 tensors, %zu elements, %zu B, "
                "largest %zu elements; issued %s\n", wl->name, wl->ntensors,
-               wl->total_count, workload_nbytes(wl), largest,
+               wl->total_count, bench_workload_nbytes(wl), largest,
                wl->reverse ? "last first (backward's order)" : "in order");
     }
 }
@@ -759,8 +618,8 @@ static void print_table_header(void)
 
 static void print_row(const bench_t *b, int w, int m)
 {
-    const workload_t *wl = &b->wl[w];
-    size_t nbytes = workload_nbytes(wl);
+    const bench_workload_t *wl = &b->wl[w];
+    size_t nbytes = bench_workload_nbytes(wl);
     double t = b->seconds[w][m], t_mpi = b->seconds[w][M_MPI];
     double t_ring = b->seconds[w][M_RING];
     char wrong[32];
@@ -865,14 +724,17 @@ static void build_workloads(bench_t *b)
         for (int m = 0; m < NMETHODS; m++)
             b->nwrong[w][m] = -1;
     if (workload_selected(b, WL_SMALL))
-        small_build(&b->wl[WL_SMALL]);
+        bench_workload_small(&b->wl[WL_SMALL]);
     if (workload_selected(b, WL_RESNET50))
-        resnet50_build(&b->wl[WL_RESNET50]);
+        bench_workload_resnet50(&b->wl[WL_RESNET50]);
+    int most = 0;
     for (int w = 0; w < NWORKLOADS; w++)
         if (workload_selected(b, w)) {
-            workload_alloc_slabs(&b->wl[w]);
+            bench_workload_alloc_slabs(&b->wl[w]);
             fill_inputs(b, &b->wl[w]);
+            most = b->wl[w].ntensors > most ? b->wl[w].ntensors : most;
         }
+    b->handles = bench_malloc((size_t)most * sizeof *b->handles, "handles");
 }
 
 int main(int argc, char **argv)
@@ -899,7 +761,8 @@ int main(int argc, char **argv)
     }
     MPI_CHECK(MPI_Bcast(&nwrong, 1, MPI_INT64_T, 0, b.comm));
     for (int w = 0; w < NWORKLOADS; w++)
-        workload_free(&b.wl[w]);
+        bench_workload_free(&b.wl[w]);
+    free(b.handles);
     MPI_CHECK(MPI_Comm_free(&b.comm));
     MPI_CHECK(MPI_Finalize());
     return nwrong > 0 ? 1 : 0;
