@@ -8,8 +8,9 @@
  * failure must be HVD_ERR_ARG (or HVD_ERR_NOMEM) with nothing left
  * allocated. A success must hold only valid descriptions: a NUL within the
  * name, a known kind, dtype and op, a count whose bytes fit a size_t, and a
- * root that is a rank of the world (size 4 here); and the encoder must give the message back byte for byte
- * (the requests' joined flag read as 0 or 1).
+ * root that is a rank of the world (size 4 here); and the encoder must
+ * give the message back byte for byte (the requests' joined flag read as 0
+ * or 1).
  */
 #include <stdlib.h>
 #include <string.h>
