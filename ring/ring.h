@@ -222,6 +222,21 @@ int ring_shm_allreduce_hier(ring_shm_t *shm, MPI_Comm cross,
                             const void *sendbuf, void *recvbuf, size_t count,
                             ring_dtype_t dtype, ring_op_t op);
 
+/* ---- settings that must agree across ranks (ring/settings.c) ---- */
+enum { RING_SETTINGS_MAX = 64 }; /* settings one call compares, at most */
+
+/* Collective over comm: whether every rank has the same text in values[i]
+ * for each of the n settings names[i] (n <= RING_SETTINGS_MAX; texts
+ * compared byte for byte, so the caller normalises them: defaults filled
+ * in, parsed values printed one way). RING_OK when they all agree;
+ * RING_ERR_MISMATCH on every rank when any differs, each rank logging one
+ * line per differing setting that names it and the ranks' values, ranks
+ * with the same value grouped ("HVD_INTRANODE differs across ranks: rank 0
+ * has "shm"; rank 1 has "ring""); RING_ERR_ARG (bad arguments, before any
+ * message is sent), RING_ERR_NOMEM (on every rank), RING_ERR_MPI. */
+int ring_settings_agree(MPI_Comm comm, int n, const char *const names[],
+                        const char *const values[]);
+
 #ifdef __cplusplus
 }
 #endif
