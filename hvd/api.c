@@ -96,8 +96,13 @@ int hvd_init(int *argc, char ***argv)
         return HVD_ERR_MPI;
     MPI_Comm_rank(hvd__engine.comm, &hvd__engine.rank);
     MPI_Comm_size(hvd__engine.comm, &hvd__engine.size);
-    status = hvd__topology_init();
-    if (status == HVD_OK && hvd__engine.rank == 0) hvd__config_print();
+    /* Before anything that depends on them: ranks that disagree would
+     * hang in the first collective whose messages they pair differently
+     * (the shared window one rank makes and the other does not). */
+    status = hvd__config_agree(hvd__engine.comm, &hvd__engine.config);
+    if (status == HVD_OK) status = hvd__topology_init();
+    if (status == HVD_OK && hvd__engine.rank == 0)
+        hvd__config_print(&hvd__engine.config);
     if (status == HVD_OK) {
         const hvd__topo_t *t = &hvd__topo;
         int rank = hvd__engine.rank;

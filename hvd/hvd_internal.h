@@ -49,7 +49,13 @@ typedef struct {
 /* Fills config from the environment; HVD_ERR_ARG naming the variable. */
 int hvd__config_read(hvd__config_t *config);
 /* The effective settings as an aligned table (rank 0, info level). */
-void hvd__config_print(void);
+void hvd__config_print(const hvd__config_t *config);
+/* Collective over comm: whether every rank has the same value of each
+ * setting that must agree (the table's agree column). HVD_OK, or
+ * HVD_ERR_MISMATCH on every rank, each rank logging which setting
+ * differs and the ranks' values (ring_settings_agree); HVD_ERR_NOMEM,
+ * HVD_ERR_MPI. */
+int hvd__config_agree(MPI_Comm comm, const hvd__config_t *config);
 
 /* ---- placement (bind.c) ---- */
 enum { HVD__PLACE_MAX = 384 }; /* bytes of one rank's place, NUL included */
