@@ -146,7 +146,14 @@ static const struct hvd__setting {
      offsetof(hvd__config_t, timeline), &hvd__path, NULL, 0},
     {"HVD_STALL_CHECK_TIME", "60", "seconds, 0 or more",
      offsetof(hvd__config_t, stall_check_s), &hvd__seconds, NULL, 0},
-    {"HVD_STALL_SHUTDOWN_TIME", "0", "seconds, 0 (off) or more",
+    /* Finite, so that a rank that never makes a collective fails the job
+     * with the stall report instead of holding every rank's allocation
+     * for ever: 10 minutes, PyTorch's default process-group timeout for
+     * NCCL (gloo's is 30). Ten stall warnings come first, and work one
+     * rank does alone (rank 0 writing a checkpoint, evaluating) takes
+     * less; a job that needs longer raises it, and 0 still turns it
+     * off. */
+    {"HVD_STALL_SHUTDOWN_TIME", "600", "seconds, 0 (off) or more",
      offsetof(hvd__config_t, stall_shutdown_s), &hvd__seconds, NULL, 0},
     {"HVD_LOG_LEVEL", "warning", "error, warning, info or debug",
      offsetof(hvd__config_t, log_level), NULL, hvd__level_names, 0},

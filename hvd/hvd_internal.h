@@ -38,7 +38,7 @@ typedef struct {
     double cycle_time_s;
     char timeline[4096];           /* path, "" when off */
     double stall_check_s;
-    double stall_shutdown_s;       /* 0: off */
+    double stall_shutdown_s;       /* 0: off; 600 by default */
     hvd__log_level_t log_level;
     hvd__bind_t bind;
     hvd__intranode_t intranode;

@@ -189,6 +189,7 @@ static void check_hvd(void)
     hvd__config_t want = {.fusion_threshold = 128 << 20,
                           .cycle_time_s = 1e-3,
                           .stall_check_s = 60,
+                          .stall_shutdown_s = 600,
                           .log_level = HVD__LOG_WARNING,
                           .spin_s = 1e-3};
     const char *t, *bad = NULL;
