@@ -6,13 +6,15 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/config.h"
 
 hvd__log_level_t hvd__log_level = HVD__LOG_WARNING;
+int hvd__log_rank = -1;
 
 static const char *const hvd__level_names[] = {"error", "warning", "info",
                                                "debug", NULL};
@@ -27,14 +29,26 @@ double hvd__now(void)
 void hvd__log(hvd__log_level_t level, const char *fmt, ...)
 {
     if (level > hvd__log_level) return;
-    char line[2048];
+    char line[8192]; /* a whole HVD_TIMELINE path, quoted back, fits */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     /* One fprintf per line, so lines of different ranks do not interleave. */
-    fprintf(stderr, "hvd[%d] %s: %s\n", hvd__engine.rank,
-            hvd__level_names[level], line);
+    if (hvd__log_rank < 0)
+        fprintf(stderr, "hvd %s: %s\n", hvd__level_names[level], line);
+    else
+        fprintf(stderr, "hvd[%d] %s: %s\n", hvd__log_rank,
+                hvd__level_names[level], line);
+}
+
+void hvd__log_mpi_error(int rc, const char *call, const char *file, int line)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
+    text[len] = '\0';
+    hvd__log(HVD__LOG_ERROR, "%s:%d: %s failed: %s", file, line, call, text);
 }
 
 /* ---- types: text -> field (0 or -1), and field -> canonical text ---- */
@@ -195,8 +209,8 @@ int hvd__config_read(hvd__config_t *config)
         int from_env = text && *text;
         if (hvd__parse_setting(s, from_env ? text : s->fallback,
                                (char *)config + s->offset) != 0) {
-            fprintf(stderr, "hvd: %s=\"%s\" is not valid: expected %s\n",
-                    s->name, text, s->expects);
+            hvd__log(HVD__LOG_ERROR, "%s=\"%s\" is not valid: expected %s",
+                     s->name, text, s->expects);
             return HVD_ERR_ARG;
         }
     }

@@ -12,7 +12,9 @@
  * over a communicator of one rank per node. */
 #include <stdlib.h>
 #include <string.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/execute.h"
+#include "hvd/timeline.h"
+#include "hvd/topology.h"
 
 /* Grown on demand, up to HVD_FUSION_THRESHOLD (fusion) or to the largest
  * collective a joined rank takes part in (scratch). */

@@ -39,13 +39,14 @@ agree() {
 # (before this check: no message, a hang).
 differ intranode 1 HVD_INTRANODE=shm 1 HVD_INTRANODE=ring \
     'HVD_INTRANODE differs across ranks: rank 0 has "shm"; rank 1 has "ring"'
+hier='HVD_HIERARCHICAL_ALLREDUCE differs across ranks:'
 differ hierarchical 2 HVD_HIERARCHICAL_ALLREDUCE=0 \
-    1 HVD_HIERARCHICAL_ALLREDUCE=1 \
-    'HVD_HIERARCHICAL_ALLREDUCE differs across ranks: ranks 0-1 have "0"; rank 2 has "1"'
+    1 HVD_HIERARCHICAL_ALLREDUCE=1 "$hier"' ranks 0-1 have "0"; rank 2 has "1"'
 # Fusion groups the same requests differently, so the ranks' reductions
 # differ in size. Values are compared as parsed bytes.
+fusion='HVD_FUSION_THRESHOLD differs across ranks: rank 0 has "65536";'
 differ fusion 1 HVD_FUSION_THRESHOLD=64K 2 HVD_FUSION_THRESHOLD=128M \
-    'HVD_FUSION_THRESHOLD differs across ranks: rank 0 has "65536"; ranks 1-2 have "134217728"'
+    "$fusion"' ranks 1-2 have "134217728"'
 
 # The same values written differently, or left to the default, agree.
 agree "128M = 134217728" 1 HVD_FUSION_THRESHOLD=128M \

@@ -25,7 +25,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/config.h"
 #include "ring/ring_internal.h"
 #include "test/fuzz/fuzz.h"
 
