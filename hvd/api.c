@@ -139,7 +139,7 @@ static int hvd__setup(void)
         snprintf(place + used, sizeof place - used, "; engine in SCHED_BATCH");
     }
     if (status == HVD_OK) status = hvd__topology_log(hvd__engine.comm, place);
-    if (status == HVD_OK) status = hvd__execute_init(t->nnodes);
+    if (status == HVD_OK) status = hvd__execute_init();
     if (status == HVD_OK && rank == 0 && hvd__engine.config.timeline[0])
         status = hvd__timeline_open(hvd__engine.config.timeline);
     return status;
