@@ -1,6 +1,8 @@
 /* hvd/config.c: the HVD_* environment variables, parsed once by hvd_init
- * from one table, and the log they set the level of. A bad value is an
- * error naming the variable and what it expects, never a silent default. */
+ * from one table, the check that the ranks agree on those that must, and
+ * the log they set the level of (every message of hvd/ goes through it).
+ * A bad value is an error naming the variable and what it expects, never
+ * a silent default. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
