@@ -351,7 +351,7 @@ int ring_ctx_allreduce_pieces(ring_ctx_t *ctx, const ring_piece_t *pieces,
     ring__io_read(&io, 0, buf, nbytes, c.mem->copy);
     if (c.size > 1)
         RING_CHECK(ring__allreduce_algos[algo].fn(&c, buf, buf));
-    ring__io_write(&io, 0, buf, nbytes);
+    ring__io_write(&io, 0, buf, nbytes, c.mem->copy);
 out:
     free(starts);
     return status;

@@ -22,13 +22,14 @@ ring_ctx_t ring__ctx_wrap(MPI_Comm comm, MPI_Comm node, MPI_Comm cross,
 
 char *ring__ctx_scratch(ring_ctx_t *ctx, size_t nbytes)
 {
+    if (nbytes == 0) nbytes = 1; /* a pointer to hand out all the same */
     if (nbytes > ctx->scratch_bytes) {
         char *bigger = realloc(ctx->scratch, nbytes);
         if (!bigger) return NULL;
         ctx->scratch = bigger;
         ctx->scratch_bytes = nbytes;
     }
-    return ctx->scratch ? ctx->scratch : (ctx->scratch = malloc(1));
+    return ctx->scratch;
 }
 
 /* The nodes: how many, and whether each holds as many ranks. local is

@@ -50,42 +50,46 @@ static size_t ring__io_piece(const ring__io_t *io, size_t at)
     return lo;
 }
 
-void ring__io_read(const ring__io_t *io, size_t at, char *dst, size_t nbytes,
-                   void (*copy)(void *, const void *, size_t))
+/* Moves bytes [at, at + nbytes) of the whole between buf and the pieces
+ * with copy: out 0 reads the inputs into buf (zeros for a piece without
+ * sendbuf), out 1 writes buf to the outputs (nothing for a piece without
+ * recvbuf). */
+static void ring__io_move(const ring__io_t *io, size_t at, char *buf,
+                          size_t nbytes, int out,
+                          void (*copy)(void *, const void *, size_t))
 {
-    if (!io->pieces) {
-        copy(dst, (const char *)io->sendbuf + at, nbytes);
-        return;
-    }
     for (size_t p = ring__io_piece(io, at); nbytes > 0; p++) {
         size_t off = at - io->starts[p];
         size_t len = io->starts[p + 1] - at;
         if (len > nbytes) len = nbytes;
-        if (io->pieces[p].sendbuf)
-            copy(dst, (const char *)io->pieces[p].sendbuf + off, len);
-        else
-            memset(dst, 0, len);
-        dst += len;
+        char *piece = out ? io->pieces[p].recvbuf
+                          : (char *)io->pieces[p].sendbuf;
+        if (piece && out)
+            copy(piece + off, buf, len);
+        else if (piece)
+            copy(buf, piece + off, len);
+        else if (!out)
+            memset(buf, 0, len);
+        buf += len;
         at += len;
         nbytes -= len;
     }
 }
 
-void ring__io_write(const ring__io_t *io, size_t at, const char *src,
-                    size_t nbytes)
+void ring__io_read(const ring__io_t *io, size_t at, char *dst, size_t nbytes,
+                   void (*copy)(void *, const void *, size_t))
 {
-    if (!io->pieces) {
-        memcpy((char *)io->recvbuf + at, src, nbytes);
-        return;
-    }
-    for (size_t p = ring__io_piece(io, at); nbytes > 0; p++) {
-        size_t off = at - io->starts[p];
-        size_t len = io->starts[p + 1] - at;
-        if (len > nbytes) len = nbytes;
-        if (io->pieces[p].recvbuf)
-            memcpy((char *)io->pieces[p].recvbuf + off, src, len);
-        src += len;
-        at += len;
-        nbytes -= len;
-    }
+    if (io->pieces)
+        ring__io_move(io, at, dst, nbytes, 0, copy);
+    else
+        copy(dst, (const char *)io->sendbuf + at, nbytes);
+}
+
+void ring__io_write(const ring__io_t *io, size_t at, const char *src,
+                    size_t nbytes, void (*copy)(void *, const void *, size_t))
+{
+    if (io->pieces)
+        ring__io_move(io, at, (char *)src, nbytes, 1, copy);
+    else
+        copy((char *)io->recvbuf + at, src, nbytes);
 }

@@ -235,9 +235,10 @@ typedef struct {
  * without sendbuf: zeros). */
 void ring__io_read(const ring__io_t *io, size_t at, char *dst, size_t nbytes,
                    void (*copy)(void *, const void *, size_t));
-/* Copies nbytes from src to bytes [at, at + nbytes) of io's output. */
+/* Copies nbytes from src to bytes [at, at + nbytes) of io's output with
+ * copy (a piece without recvbuf: dropped). */
 void ring__io_write(const ring__io_t *io, size_t at, const char *src,
-                    size_t nbytes);
+                    size_t nbytes, void (*copy)(void *, const void *, size_t));
 
 /* ---- allreduce algorithms, one signature (ring/allreduce.c's table) ---- */
 typedef int ring__allreduce_fn(const ring__coll_t *c, const void *sendbuf,

@@ -424,7 +424,7 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
         c->publish(acc + done * c->esize, shm->tile, k * c->esize);
         if (copy_out)
             ring__io_write(c->io, ring__shm_at(c, at + done), shm->tile,
-                           k * c->esize);
+                           k * c->esize, c->mem->copy);
     }
     ring__shm_publish_fence(c);
     if (c->cross != MPI_COMM_NULL) return;
@@ -448,7 +448,8 @@ static int ring__shm_cross(const ring__shm_chunk_t *c, size_t nseg)
         c->mem->divide(block, len, c->dtype, c->nranks);
     if (status == RING_OK && len > 0 && (!c->dst || c->dst + at * c->esize !=
                                                         block))
-        ring__io_write(c->io, ring__shm_at(c, at), block, len * c->esize);
+        ring__io_write(c->io, ring__shm_at(c, at), block, len * c->esize,
+                       c->mem->copy);
     atomic_store_explicit(&shm->ctl[me]->reduced, c->base + nseg,
                           memory_order_release);
     return status;
@@ -463,7 +464,8 @@ static void ring__shm_gather(const ring__shm_chunk_t *c, size_t s)
         ring__shm_wait(&shm->ctl[r]->reduced, c->base + s + 1);
         if (len > 0)
             ring__io_write(c->io, ring__shm_at(c, at),
-                           shm->slab[r] + at * c->esize, len * c->esize);
+                           shm->slab[r] + at * c->esize, len * c->esize,
+                           c->mem->copy);
     }
 }
 

@@ -523,23 +523,31 @@ static void apply_double(void *ctx, size_t first, void *data, size_t n)
     }
 }
 
-/* ring_shm_allreduce_apply, float32 sum, out of place, in place and packed
+/* ring_shm_allreduce_apply (shm set) or ring_ctx_allreduce_apply (ctx
+ * set), float32 sum, out of place, in place and, through shm, packed
  * (where the count fits the slab): every rank receives 2 sum + 1 at every
- * element, and each element was applied exactly once over all ranks. */
-static void test_shm_apply(ring_shm_t *shm, const size_t *counts,
-                           size_t ncounts)
+ * element. Through the window each element was applied exactly once over
+ * all ranks; otherwise (a context without one) once on every rank. */
+static void test_apply(ring_shm_t *shm, ring_ctx_t *ctx, const size_t *counts,
+                       size_t ncounts)
 {
     for (size_t c = 0; c < ncounts; c++) {
-        size_t count = counts[c], slab_bytes;
-        float *slab;
-        expect_status(ring_shm_slab(shm, (void **)&slab, &slab_bytes),
-                      "ring_shm_slab");
+        size_t count = counts[c], slab_bytes = 0;
+        float *slab = NULL;
+        const char *algo = shm ? "shm"
+                               : ring_ctx_allreduce_algo(ctx, count,
+                                                         RING_FLOAT32);
+        int times = algo && strcmp(algo, "shm") == 0 ? 1 : size;
+        if (shm)
+            expect_status(ring_shm_slab(shm, (void **)&slab, &slab_bytes),
+                          "ring_shm_slab");
         for (int mode = 0; mode < 3; mode++) {
             if (mode == 2 && count * sizeof(float) > slab_bytes) continue;
-            snprintf(case_name, sizeof case_name, "shm apply n=%d count=%zu "
-                     "%s", size, count,
+            snprintf(case_name, sizeof case_name, "%s apply n=%d count=%zu "
+                     "%s algo=%s", shm ? "shm" : "ctx", size, count,
                      mode == 0 ? "out of place" : mode == 1 ? "in place"
-                                                            : "packed");
+                                                            : "packed",
+                     algo);
             float *in = malloc(count * sizeof(float) + 1);
             float *out = mode == 1 ? in : malloc(count * sizeof(float) + 1);
             float *src = mode == 2 ? slab : in;
@@ -547,29 +555,33 @@ static void test_shm_apply(ring_shm_t *shm, const size_t *counts,
             for (size_t i = 0; i < count; i++)
                 src[i] = (float)input_value(rank, i, RING_FLOAT32, RING_SUM);
             ring_apply_t apply = {apply_double, &seen};
-            expect_status(ring_shm_allreduce_apply(shm, src, out, count,
-                                                   RING_FLOAT32, RING_SUM,
-                                                   &apply),
-                          "ring_shm_allreduce_apply");
+            expect_status(shm ? ring_shm_allreduce_apply(shm, src, out, count,
+                                                         RING_FLOAT32,
+                                                         RING_SUM, &apply)
+                              : ring_ctx_allreduce_apply(ctx, src, out, count,
+                                                         RING_FLOAT32,
+                                                         RING_SUM, &apply),
+                          "allreduce_apply");
             size_t bad = 0;
             for (size_t i = 0; i < count; i++)
                 bad += out[i] != (float)(2 * apply_sum(i) + 1);
             unsigned char *total = calloc(count + 1, 1);
             MPI_Allreduce(seen.calls, total, (int)count, MPI_UNSIGNED_CHAR,
                           MPI_SUM, MPI_COMM_WORLD);
-            size_t not_once = 0;
-            for (size_t i = 0; i < count; i++) not_once += total[i] != 1;
-            if (bad || not_once || seen.wrong || seen.in_recvbuf)
-                TEST_FAIL("%s: %zu elements wrong, %zu not applied exactly "
-                          "once, %zu came in not reduced, data in recvbuf: "
-                          "%d", case_name, bad, not_once, seen.wrong,
-                          seen.in_recvbuf);
+            size_t wrong_times = 0;
+            for (size_t i = 0; i < count; i++) wrong_times += total[i] != times;
+            if (bad || wrong_times || seen.wrong || seen.in_recvbuf)
+                TEST_FAIL("%s: %zu elements wrong, %zu not applied %d "
+                          "time(s), %zu came in not reduced, data in "
+                          "recvbuf: %d", case_name, bad, wrong_times, times,
+                          seen.wrong, seen.in_recvbuf);
             free(total);
             free(seen.calls);
             if (out != in) free(out);
             free(in);
         }
     }
+    if (!shm) return;
     strcpy(case_name, "shm apply NULL");
     float x[4] = {1, 2, 3, 4};
     TEST_SAYS(ring_shm_allreduce_apply(shm, x, x, 4, RING_FLOAT32, RING_SUM,
@@ -598,53 +610,9 @@ static void test_shm(MPI_Comm comm, MPI_Comm cross, const size_t *counts,
                          .cross = cross};
             test_allreduces(&how, counts, ncounts);
         }
-        if (cross == MPI_COMM_NULL) test_shm_apply(shm, counts, ncounts);
+        if (cross == MPI_COMM_NULL) test_apply(shm, NULL, counts, ncounts);
         expect_status(ring_shm_free(&shm), "ring_shm_free");
         TEST_TRUE(shm == NULL);
-    }
-}
-
-/* ring_ctx_allreduce_apply, float32 sum, out of place and in place:
- * every rank receives 2 sum + 1 everywhere; through the window each
- * element was applied once over all ranks, otherwise once on every rank. */
-static void test_ctx_apply(ring_ctx_t *ctx, const size_t *counts,
-                           size_t ncounts)
-{
-    for (size_t c = 0; c < ncounts; c++) {
-        size_t count = counts[c];
-        const char *algo = ring_ctx_allreduce_algo(ctx, count, RING_FLOAT32);
-        int times = algo && strcmp(algo, "shm") == 0 ? 1 : size;
-        for (int inplace = 0; inplace < 2; inplace++) {
-            snprintf(case_name, sizeof case_name, "ctx apply n=%d count=%zu "
-                     "inplace=%d algo=%s", size, count, inplace, algo);
-            float *in = malloc(count * sizeof(float) + 1);
-            float *out = inplace ? in : malloc(count * sizeof(float) + 1);
-            apply_seen_t seen = {count, out, calloc(count + 1, 1), 0, 0};
-            for (size_t i = 0; i < count; i++)
-                in[i] = (float)input_value(rank, i, RING_FLOAT32, RING_SUM);
-            ring_apply_t apply = {apply_double, &seen};
-            expect_status(ring_ctx_allreduce_apply(ctx, in, out, count,
-                                                   RING_FLOAT32, RING_SUM,
-                                                   &apply),
-                          "ring_ctx_allreduce_apply");
-            size_t bad = 0, wrong_times = 0;
-            for (size_t i = 0; i < count; i++)
-                bad += out[i] != (float)(2 * apply_sum(i) + 1);
-            unsigned char *total = calloc(count + 1, 1);
-            MPI_Allreduce(seen.calls, total, (int)count, MPI_UNSIGNED_CHAR,
-                          MPI_SUM, MPI_COMM_WORLD);
-            for (size_t i = 0; i < count; i++)
-                wrong_times += total[i] != times;
-            if (bad || wrong_times || seen.wrong || seen.in_recvbuf)
-                TEST_FAIL("%s: %zu elements wrong, %zu not applied %d "
-                          "time(s), %zu came in not reduced, data in "
-                          "recvbuf: %d", case_name, bad, wrong_times, times,
-                          seen.wrong, seen.in_recvbuf);
-            free(total);
-            free(seen.calls);
-            if (out != in) free(out);
-            free(in);
-        }
     }
 }
 
@@ -668,7 +636,7 @@ static void test_ctx(ring_intranode_t intranode, const size_t *counts,
     ctx_under_test = ctx;
     test_other_collectives(counts, ncounts);
     ctx_under_test = NULL;
-    test_ctx_apply(ctx, counts, ncounts);
+    test_apply(NULL, ctx, counts, ncounts);
 
     float x[4] = {0};
     ring_ctx_t *none = NULL;
