@@ -144,22 +144,22 @@ expect_refused "$sb --num-iters: 0 is out of range 1..1000000" \
 expect_refused "$sb --fp16-allreduce takes no value" \
     examples/synthetic_benchmark --fp16-allreduce=1
 expect_refused "$sb --help takes no value" examples/synthetic_benchmark --help=1
-expect_refused "$mp --steps: 0 is out of range 1..65536" \
-    bench/model_perf --steps 0
-expect_refused "$mp --model: unknown model \"resnet\" (mlp or cnn)" \
-    bench/model_perf --model resnet
-expect_refused "$mp unknown flag \"--bogus\"" bench/model_perf --bogus
-expect_refused "$mp --reps: missing value" bench/model_perf --reps
-expect_refused "$mp --reps: \"x\" is not an integer" bench/model_perf --reps x
-
+expect_refused "$mp invalid value '0' for -s/--steps: expected an integer \
+from 1 to 65536" bench/model_perf --steps 0
+expect_refused "$mp invalid value 'resnet' for -m/--model: expected mlp or \
+cnn" bench/model_perf --model resnet
+expect_refused "$mp unknown option '--bogus'" bench/model_perf --bogus
+expect_refused "$mp missing value for '--reps'" bench/model_perf --reps
+expect_refused "$mp invalid value 'x' for -r/--reps: expected an integer \
+from 1 to 65536" bench/model_perf --reps=x
 # ---- bench/cross_core ----
 cc="cross_core:"
-expect_refused "$cc --bytes: 2 is out of range 4..1073741824" \
-    bench/cross_core --bytes 2
-expect_refused "$cc unknown flag \"--bogus\"" bench/cross_core --bogus
-expect_refused "$cc --iters: missing value" bench/cross_core --iters
-expect_refused "$cc --help takes no value" bench/cross_core --help=1
-expect_refused "$cc --stream takes no value" bench/cross_core --stream=1
+expect_refused "$cc invalid value '2' for -b/--bytes: expected an integer \
+from 4 to 1073741824" bench/cross_core --bytes 2
+expect_refused "$cc unknown option '--bogus'" bench/cross_core --bogus
+expect_refused "$cc missing value for '--iters'" bench/cross_core --iters
+expect_refused "$cc '--help' takes no value" bench/cross_core --help=1
+expect_refused "$cc '--stream' takes no value" bench/cross_core --stream=1
 # On one PU there is no other core to read from: said, exit 1, no hang.
 taskset -c 0 bench/cross_core --iters 1 > "$dir/out" 2>&1
 status=$?
