@@ -29,11 +29,13 @@ common="--batch-size 2 --progress lines --epochs 1"
 # split WHAT PATTERN PROGRAM ARGS0 -- ARGS1: PROGRAM at 2 ranks, rank 0
 # with ARGS0 and rank 1 with ARGS1 (words, no spaces within), must exit 2
 # with both ranks' lines "PROG: rank R: ..." matching PATTERN (R for the
-# rank) on stderr, and train nothing.
+# rank) on stderr, and train nothing. test/mpirun.sh runs the spec's
+# words as they are: "1 PROG ARGS0 : -np 1 /abs/PROG ARGS1" is Open MPI's
+# (and MPICH's) MPMD line, the second program named from the build folder.
 split() {
     what=$1 pattern=$2 prog=$3
     shift 3
-    a0='' a1=''
+    a0=''
     while test "$1" != --; do a0="$a0 $1"; shift; done
     shift
     script_expect "$what" 2 "$(echo "$pattern" | sed 's/R/0/')" 1 \
