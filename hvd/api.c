@@ -117,7 +117,7 @@ int hvd_init(int *argc, char ***argv)
         }
         if (status == HVD_OK) status = hvd__topology_log(place);
     }
-    if (status == HVD_OK) status = hvd__execute_init(hvd__topo.nnodes);
+    if (status == HVD_OK) status = hvd__execute_init();
     if (status == HVD_OK && hvd__engine.rank == 0 &&
         hvd__engine.config.timeline[0])
         status = hvd__timeline_open(hvd__engine.config.timeline);

@@ -374,11 +374,13 @@ int hvd__decode_plan(const char *bytes, size_t nbytes, hvd__plan_t *plan);
  * timeline's end of negotiation and start of queueing). */
 int hvd__execute(const hvd__response_t *response, hvd__list_t *pending,
                  int joined, double ready_s);
-/* Collective, before the engine starts: the shared window for allreduces
- * when every rank is on one node (nnodes == 1) and HVD_INTRANODE allows it.
- * HVD_ERR_ARG when HVD_INTRANODE=shm cannot hold. */
-int hvd__execute_init(int nnodes);
-/* Collective (the shared window), after the engine has stopped. */
+/* Collective, before the engine starts: ring's context over
+ * hvd__ring_comm, with the shared window and the hierarchical
+ * communicators that HVD_INTRANODE and HVD_HIERARCHICAL_ALLREDUCE ask for.
+ * HVD_ERR_ARG when HVD_INTRANODE=shm cannot hold, HVD_ERR_MISMATCH when
+ * the ranks read ring's variables differently. */
+int hvd__execute_init(void);
+/* Collective (the context), after the engine has stopped. */
 void hvd__execute_free(void);
 
 /* ---- timeline (timeline.c), rank 0 only, all no-ops when off ---- */

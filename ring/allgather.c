@@ -1,31 +1,37 @@
 /* ring/allgather.c: ring_allgather, the last N-1 steps of the ring
  * allreduce: rank r sends block r, then forwards each block it receives. */
-#include <string.h>
 #include "ring/ring_internal.h"
+
+static int ring__allgather(ring_ctx_t *ctx, const char *func,
+                           const void *sendbuf, void *recvbuf,
+                           size_t sendcount, ring_dtype_t dtype)
+{
+    int status;
+    ring__coll_t c = {.func = func, .kind = RING__ALLGATHER, .ctx = ctx,
+                      .count = sendcount, .dtype = dtype, .op = RING__NO_OP};
+    RING_CHECK(ring__begin(&c, sendbuf, recvbuf, RING_OK));
+    size_t nbytes = sendcount * c.esize;
+    char *own = (char *)recvbuf + nbytes * (size_t)c.rank;
+    if (sendcount == 0) goto out;
+    if (sendbuf != own) c.mem->copy(own, sendbuf, nbytes);
+    if (c.size > 1)
+        RING_CHECK(ring__ring_blocks(&c, NULL, recvbuf, sendcount * c.size,
+                                     RING__NO_OP, 0, c.size - 1, c.comm));
+out:
+    return status;
+}
+
+int ring_ctx_allgather(ring_ctx_t *ctx, const void *sendbuf, void *recvbuf,
+                       size_t sendcount, ring_dtype_t dtype)
+{
+    return ring__allgather(ctx, "ring_ctx_allgather", sendbuf, recvbuf,
+                           sendcount, dtype);
+}
 
 int ring_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                    ring_dtype_t dtype, MPI_Comm comm)
 {
-    int status, rank, size;
-    const ring__tuning_t *tuning;
-    status = ring__check_args("ring_allgather", sendbuf, recvbuf, sendcount,
-                              dtype, RING__NO_OP, comm);
-    if (status == RING_OK) status = ring__tuning(&tuning);
-    RING_CHECK(ring__agree(comm,
-                           &(ring__call_t){.kind = RING__ALLGATHER,
-                                           .count = sendcount,
-                                           .dtype = dtype,
-                                           .op = RING__NO_OP},
-                           status));
-    RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-    RING_CHECK_MPI(MPI_Comm_size(comm, &size));
-    size_t nbytes = sendcount * ring_dtype_size(dtype);
-    char *own = (char *)recvbuf + nbytes * (size_t)rank;
-    if (sendcount == 0) goto out;
-    if (sendbuf != own) memcpy(own, sendbuf, nbytes);
-    if (size > 1)
-        RING_CHECK(ring__ring_blocks(NULL, recvbuf, sendcount * size, dtype,
-                                     RING__NO_OP, 0, size - 1, comm));
-out:
-    return status;
+    ring_ctx_t ctx = ring__ctx_wrap(comm, MPI_COMM_NULL, MPI_COMM_NULL, NULL);
+    return ring__allgather(&ctx, "ring_allgather", sendbuf, recvbuf,
+                           sendcount, dtype);
 }

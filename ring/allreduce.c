@@ -1,13 +1,20 @@
-/* ring/allreduce.c: ring_allreduce, the ring algorithm and the choice.
+/* ring/allreduce.c: the allreduces, the ring algorithm and the one
+ * decision table.
  *
- * Function:     ring_allreduce / ring_allreduce_algo
+ * Function:     ring_ctx_allreduce (and _apply, _pieces), ring_allreduce,
+ *               ring_allreduce_algo
  * Accepts:      as MPI_Allreduce (counts in elements); sendbuf == recvbuf
  *               is in place.
  * Returns:      RING_OK, or RING_ERR_ARG before any message moves,
- *               RING_ERR_MPI, RING_ERR_NOMEM.
- * Description:  Three algorithms share one signature in a table (the ring
- *               here, recursive doubling and Rabenseifner in
- *               ring/recursive.c); AUTO picks by size and rank count.
+ *               RING_ERR_MISMATCH (HVD_RING_CHECK), RING_ERR_MPI,
+ *               RING_ERR_NOMEM.
+ * Description:  Six algorithms share one signature in a table: the ring
+ *               here, recursive doubling and Rabenseifner
+ *               (ring/recursive.c), hierarchical (ring/hier.c), and the
+ *               shared window within a node, alone or as each node's
+ *               stage (ring/shm.c). ring__allreduce_decide picks one per
+ *               call from what the context holds, the size and the rank
+ *               count; HVD_ALLREDUCE_ALGO forces one of those over MPI.
  *
  * The ring (bandwidth optimal, 2(N-1)/N of the data sent per rank) is a
  * reduce-scatter followed by an allgather over N blocks. Rank r sends to
@@ -39,13 +46,11 @@
  *               checks both on every call (ring/check.c).
  */
 #include <stdlib.h>
-#include <string.h>
 #include "ring/ring_internal.h"
 
-
-int ring__ring_blocks(const void *src, void *buf, size_t count,
-                      ring_dtype_t dtype, ring_op_t op, int nreduce,
-                      int nsteps, MPI_Comm comm)
+int ring__ring_blocks(const ring__coll_t *c, const void *src, void *buf,
+                      size_t count, ring_op_t op, int nreduce, int nsteps,
+                      MPI_Comm comm)
 {
     int status, rank, size;
     RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
@@ -59,7 +64,7 @@ int ring__ring_blocks(const void *src, void *buf, size_t count,
         .right = ring__mod(rank + 1, size),
         .count = count,
         .nblocks = size,
-        .dtype = dtype,
+        .dtype = c->dtype,
         .op = op,
         .divisor = op == RING_AVERAGE ? size : 1,
         .src = src,
@@ -69,93 +74,285 @@ int ring__ring_blocks(const void *src, void *buf, size_t count,
         .nrecv_steps = nsteps,
         .nreduce = nreduce,
         .nforward = nsteps - 1,
+        .mem = c->mem,
+        .segment_bytes = c->tuning->segment_bytes,
     };
     status = ring__phase_run(&phase);
 out:
     return status;
 }
 
-static int ring__allreduce_ring(const void *sendbuf, void *recvbuf,
-                                size_t count, ring_dtype_t dtype, ring_op_t op,
-                                MPI_Comm comm, int rank, int size)
+static int ring__allreduce_ring(const ring__coll_t *c, const void *sendbuf,
+                                void *recvbuf)
 {
-    (void)rank;
-    return ring__ring_blocks(sendbuf, recvbuf, count, dtype, op, size - 1,
-                             2 * (size - 1), comm);
+    return ring__ring_blocks(c, sendbuf, recvbuf, c->count, c->op,
+                             c->size - 1, 2 * (c->size - 1), c->comm);
 }
 
-/* Algorithms in one table: a new algorithm is one row. */
-static ring__allreduce_fn *const ring__allreduce_algos[RING_ALGO_COUNT] = {
-    [RING_ALGO_RING] = ring__allreduce_ring,
-    [RING_ALGO_RDB] = ring__allreduce_rdb,
-    [RING_ALGO_RHD] = ring__allreduce_rhd,
+static int ring__allreduce_shm(const ring__coll_t *c, const void *sendbuf,
+                               void *recvbuf)
+{
+    ring__io_t io = {.sendbuf = sendbuf, .recvbuf = recvbuf};
+    return ring__shm_run(c, &io, NULL);
+}
+
+/* ---- the algorithms, and the one decision table ---- */
+
+typedef enum {
+    RING__AR_RING,
+    RING__AR_RDB,
+    RING__AR_RHD,
+    RING__AR_HIER,
+    RING__AR_SHM,
+    RING__AR_SHM_HIER,
+    RING__AR_COUNT
+} ring__ar_t;
+
+/* A new algorithm is one row. */
+static const struct {
+    const char *name;
+    ring__allreduce_fn *fn;
+} ring__allreduce_algos[RING__AR_COUNT] = {
+    [RING__AR_RING] = {"ring", ring__allreduce_ring},
+    [RING__AR_RDB] = {"rdb", ring__allreduce_rdb},
+    [RING__AR_RHD] = {"rhd", ring__allreduce_rhd},
+    [RING__AR_HIER] = {"hier", ring__allreduce_hier},
+    [RING__AR_SHM] = {"shm", ring__allreduce_shm},
+    [RING__AR_SHM_HIER] = {"shm_hier", ring__allreduce_shm},
 };
 
-/* The decision table, from bench/allreduce_perf runs on 2-core machines
- * (bench/README.md): recursive doubling while latency dominates; below
- * 2 MiB on 4, 8, ... ranks, Rabenseifner's fewer steps beat the ring's
- * pipelining (its scratch still fits in cache); the ring otherwise. */
-static ring_algo_t ring__allreduce_decide(ring_algo_t algo, size_t nbytes,
-                                          int size,
-                                          const ring__tuning_t *tuning)
+/* The algorithms over MPI that HVD_ALLREDUCE_ALGO may name. */
+static const ring__ar_t ring__forced[RING_ALGO_COUNT] = {
+    [RING_ALGO_RING] = RING__AR_RING,
+    [RING_ALGO_RDB] = RING__AR_RDB,
+    [RING_ALGO_RHD] = RING__AR_RHD,
+};
+
+enum {
+    /* With RING_INTRANODE_AUTO, smaller allreduces go over MPI: below it
+     * recursive doubling was faster (bench/README.md: the window 0.6x of
+     * it under 512 B at 2 ranks, 0.2-0.4x under 4 KiB at 4 ranks on 2
+     * cores, where waiting ranks must yield their core); from it the
+     * window was level or faster at every size. */
+    RING__SHM_AUTO_MIN_BYTES = 4 << 10,
+    /* Below this on 4, 8, ... ranks, Rabenseifner's fewer steps beat the
+     * ring's pipelining (its scratch still fits in cache). */
+    RING__RHD_MAX_BYTES = 2 << 20,
+};
+
+/* From bench/allreduce_perf runs on 2-core machines (bench/README.md):
+ * the window whenever the context has one and the call is not tiny (its
+ * cost is one pass over memory); across nodes the hierarchical stages;
+ * over MPI, recursive doubling while latency dominates, Rabenseifner
+ * below 2 MiB on 4, 8, ... ranks, the ring otherwise. c->algo is the
+ * caller's (or HVD_ALLREDUCE_ALGO's) choice among the last three. */
+static ring__ar_t ring__allreduce_decide(const ring__coll_t *c)
 {
-    const size_t rhd_max_bytes = 2 << 20;
-    int pow2 = (size & (size - 1)) == 0;
-    /* The recursive algorithms send a message in one MPI call of int bytes. */
-    if (nbytes > (size_t)1 << 30) return RING_ALGO_RING;
-    if (algo != RING_ALGO_AUTO) return algo;
-    if (nbytes < tuning->small_bytes) return RING_ALGO_RDB;
-    if (pow2 && size > 2 && nbytes < rhd_max_bytes) return RING_ALGO_RHD;
-    return RING_ALGO_RING;
+    const ring_ctx_t *ctx = c->ctx;
+    size_t nbytes = c->count * c->esize;
+    int hier = ctx->cross != MPI_COMM_NULL;
+    int pow2 = (c->size & (c->size - 1)) == 0;
+    if (ctx->shm && (nbytes >= RING__SHM_AUTO_MIN_BYTES ||
+                     ctx->intranode == RING_INTRANODE_SHM))
+        return hier ? RING__AR_SHM_HIER : RING__AR_SHM;
+    if (hier) return RING__AR_HIER;
+    /* The recursive algorithms send a message in one MPI call of int
+     * bytes. */
+    if (nbytes > (size_t)1 << 30) return RING__AR_RING;
+    if (c->algo != RING_ALGO_AUTO) return ring__forced[c->algo];
+    if (nbytes < c->tuning->small_bytes) return RING__AR_RDB;
+    if (pow2 && c->size > 2 && nbytes < RING__RHD_MAX_BYTES)
+        return RING__AR_RHD;
+    return RING__AR_RING;
 }
 
-static int ring__allreduce(ring_algo_t algo, const void *sendbuf,
-                           void *recvbuf, size_t count, ring_dtype_t dtype,
-                           ring_op_t op, MPI_Comm comm)
+const char *ring_ctx_allreduce_algo(ring_ctx_t *ctx, size_t count,
+                                    ring_dtype_t dtype)
 {
-    int status, rank, size;
     const ring__tuning_t *tuning;
-    status = ring__check_args("ring_allreduce", sendbuf, recvbuf, count, dtype,
-                              op, comm);
-    if (status == RING_OK && (unsigned)algo >= RING_ALGO_COUNT) {
-        ring__log("ring_allreduce_algo: unknown algorithm %d", (int)algo);
-        status = RING_ERR_ARG;
-    }
-    if (status == RING_OK) status = ring__tuning(&tuning);
-    if (status == RING_OK && algo == RING_ALGO_AUTO) algo = tuning->algo;
-    RING_CHECK(ring__agree(comm,
-                           &(ring__call_t){.kind = RING__ALLREDUCE,
-                                           .count = count,
-                                           .dtype = dtype,
-                                           .op = op,
-                                           .algo = algo},
-                           status));
-    RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-    RING_CHECK_MPI(MPI_Comm_size(comm, &size));
-    size_t nbytes = count * ring_dtype_size(dtype);
+    int size;
+    if (!ctx || ring__tuning(&tuning) != RING_OK ||
+        MPI_Comm_size(ctx->comm, &size) != MPI_SUCCESS)
+        return NULL;
+    ring__coll_t c = {.ctx = ctx, .size = size, .count = count,
+                      .esize = ring_dtype_size(dtype), .algo = tuning->algo,
+                      .tuning = tuning};
+    return ring__allreduce_algos[ring__allreduce_decide(&c)].name;
+}
+
+/* An opened allreduce of more than one rank, by the table. */
+static int ring__allreduce_run(const ring__coll_t *c, const void *sendbuf,
+                               void *recvbuf)
+{
+    return ring__allreduce_algos[ring__allreduce_decide(c)].fn(c, sendbuf,
+                                                               recvbuf);
+}
+
+/* ---- entry points ---- */
+
+static int ring__allreduce(ring_ctx_t *ctx, const char *func,
+                           ring_algo_t algo, const void *sendbuf,
+                           void *recvbuf, size_t count, ring_dtype_t dtype,
+                           ring_op_t op)
+{
+    int status;
+    ring__coll_t c = {.func = func, .kind = RING__ALLREDUCE, .ctx = ctx,
+                      .count = count, .dtype = dtype, .op = op,
+                      .algo = algo};
+    RING_CHECK(ring__begin(&c, sendbuf, recvbuf, RING_OK));
     if (count == 0) goto out;
-    if (size == 1) {
+    if (c.size == 1) {
         /* AVERAGE over one rank divides by one: a copy. */
-        if (sendbuf != recvbuf) memcpy(recvbuf, sendbuf, nbytes);
+        if (sendbuf != recvbuf)
+            c.mem->copy(recvbuf, sendbuf, count * c.esize);
         goto out;
     }
-    algo = ring__allreduce_decide(algo, nbytes, size, tuning);
-    status = ring__allreduce_algos[algo](sendbuf, recvbuf, count, dtype, op,
-                                         comm, rank, size);
+    status = ring__allreduce_run(&c, sendbuf, recvbuf);
 out:
     return status;
+}
+
+int ring_ctx_allreduce(ring_ctx_t *ctx, const void *sendbuf, void *recvbuf,
+                       size_t count, ring_dtype_t dtype, ring_op_t op)
+{
+    return ring__allreduce(ctx, "ring_ctx_allreduce", RING_ALGO_AUTO,
+                           sendbuf, recvbuf, count, dtype, op);
 }
 
 int ring_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                    ring_dtype_t dtype, ring_op_t op, MPI_Comm comm)
 {
-    return ring__allreduce(RING_ALGO_AUTO, sendbuf, recvbuf, count, dtype, op,
-                           comm);
+    ring_ctx_t ctx = ring__ctx_wrap(comm, MPI_COMM_NULL, MPI_COMM_NULL, NULL);
+    return ring__allreduce(&ctx, "ring_allreduce", RING_ALGO_AUTO, sendbuf,
+                           recvbuf, count, dtype, op);
 }
 
 int ring_allreduce_algo(ring_algo_t algo, const void *sendbuf, void *recvbuf,
                         size_t count, ring_dtype_t dtype, ring_op_t op,
                         MPI_Comm comm)
 {
-    return ring__allreduce(algo, sendbuf, recvbuf, count, dtype, op, comm);
+    ring_ctx_t ctx = ring__ctx_wrap(comm, MPI_COMM_NULL, MPI_COMM_NULL, NULL);
+    return ring__allreduce(&ctx, "ring_allreduce_algo", algo, sendbuf,
+                           recvbuf, count, dtype, op);
+}
+
+int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,
+                             void *recvbuf, size_t count, ring_dtype_t dtype,
+                             ring_op_t op, const ring_apply_t *apply)
+{
+    int status = RING_OK;
+    if (!apply || !apply->fn) {
+        ring__log("ring_ctx_allreduce_apply: apply or apply->fn is NULL");
+        status = RING_ERR_ARG;
+    }
+    ring__coll_t c = {.func = "ring_ctx_allreduce_apply",
+                      .kind = RING__ALLREDUCE_APPLY, .ctx = ctx,
+                      .count = count, .dtype = dtype, .op = op};
+    RING_CHECK(ring__begin(&c, sendbuf, recvbuf, status));
+    if (count == 0) goto out;
+    /* Within one node each block has one owner among all ranks, who
+     * applies it as it is reduced. */
+    if (c.size > 1 && ring__allreduce_decide(&c) == RING__AR_SHM) {
+        ring__io_t io = {.sendbuf = sendbuf, .recvbuf = recvbuf};
+        status = ring__shm_run(&c, &io, apply);
+        goto out;
+    }
+    size_t nbytes = count * c.esize;
+    char *buf = ring__ctx_scratch(ctx, nbytes);
+    if (!buf) {
+        status = RING_ERR_NOMEM;
+        goto out;
+    }
+    if (c.size == 1)
+        c.mem->copy(buf, sendbuf, nbytes);
+    else
+        RING_CHECK(ring__allreduce_run(&c, sendbuf, buf));
+    apply->fn(apply->ctx, 0, buf, count);
+    c.mem->copy(recvbuf, buf, nbytes);
+out:
+    return status;
+}
+
+/* ---- fused: pieces end to end ---- */
+
+/* Whether the pieces are in place and follow each other in memory: one
+ * range, reduced where it lies (a model's gradient slab does). */
+static int ring__pieces_tiled(const ring_piece_t *pieces, size_t n,
+                              size_t esize)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!pieces[i].sendbuf || pieces[i].sendbuf != pieces[i].recvbuf)
+            return 0;
+        if (i > 0 && (char *)pieces[i - 1].recvbuf +
+                             pieces[i - 1].count * esize !=
+                         (char *)pieces[i].recvbuf)
+            return 0;
+    }
+    return 1;
+}
+
+/* The pieces' buffers: each of a kind the collectives take. */
+static int ring__pieces_check(const ring_piece_t *pieces, size_t n,
+                              size_t *count)
+{
+    const char *why = NULL;
+    *count = 0;
+    if (n > 0 && !pieces) why = "pieces is NULL";
+    for (size_t i = 0; !why && i < n; i++) {
+        *count += pieces[i].count;
+        if (pieces[i].count > 0 &&
+            (!ring__mem_of(pieces[i].sendbuf, &why) ||
+             !ring__mem_of(pieces[i].recvbuf, &why)))
+            break;
+    }
+    if (!why) return RING_OK;
+    ring__log("ring_ctx_allreduce_pieces: %s", why);
+    return RING_ERR_ARG;
+}
+
+int ring_ctx_allreduce_pieces(ring_ctx_t *ctx, const ring_piece_t *pieces,
+                              size_t npieces, ring_dtype_t dtype,
+                              ring_op_t op)
+{
+    size_t count, *starts = NULL;
+    int status = ring__pieces_check(pieces, npieces, &count);
+    ring__coll_t c = {.func = "ring_ctx_allreduce_pieces",
+                      .kind = RING__ALLREDUCE, .ctx = ctx, .count = count,
+                      .dtype = dtype, .op = op};
+    /* NULL buffers are allowed here, so begin sees the array instead. */
+    RING_CHECK(ring__begin(&c, pieces, pieces, status));
+    if (count == 0) goto out;
+    size_t nbytes = count * c.esize;
+    if (ring__pieces_tiled(pieces, npieces, c.esize)) {
+        if (c.size > 1)
+            status = ring__allreduce_run(&c, pieces[0].sendbuf,
+                                         pieces[0].recvbuf);
+        goto out;
+    }
+    starts = malloc((npieces + 1) * sizeof *starts);
+    if (!starts) {
+        status = RING_ERR_NOMEM;
+        goto out;
+    }
+    starts[0] = 0;
+    for (size_t i = 0; i < npieces; i++)
+        starts[i + 1] = starts[i] + pieces[i].count * c.esize;
+    ring__io_t io = {.pieces = pieces, .npieces = npieces, .starts = starts};
+    ring__ar_t algo = c.size > 1 ? ring__allreduce_decide(&c) : RING__AR_RING;
+    if (algo == RING__AR_SHM || algo == RING__AR_SHM_HIER) {
+        status = ring__shm_run(&c, &io, NULL);
+        goto out;
+    }
+    char *buf = ring__ctx_scratch(ctx, nbytes);
+    if (!buf) {
+        status = RING_ERR_NOMEM;
+        goto out;
+    }
+    ring__io_read(&io, 0, buf, nbytes, c.mem->copy);
+    if (c.size > 1)
+        RING_CHECK(ring__allreduce_algos[algo].fn(&c, buf, buf));
+    ring__io_write(&io, 0, buf, nbytes, c.mem->copy);
+out:
+    free(starts);
+    return status;
 }

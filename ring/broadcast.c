@@ -31,58 +31,57 @@ out:
     return status;
 }
 
-static int ring__broadcast_chain(void *buf, size_t count, ring_dtype_t dtype,
-                                 int root, MPI_Comm comm, int rank, int size)
+static int ring__broadcast_chain(const ring__coll_t *c, void *buf)
 {
-    int vrank = ring__mod(rank - root, size);
+    int vrank = ring__mod(c->rank - c->root, c->size);
     ring__phase_t phase = {
-        .comm = comm,
-        .left = ring__mod(rank - 1, size),
-        .right = ring__mod(rank + 1, size),
-        .count = count,
+        .comm = c->comm,
+        .left = ring__mod(c->rank - 1, c->size),
+        .right = ring__mod(c->rank + 1, c->size),
+        .count = c->count,
         .nblocks = 1,
-        .dtype = dtype,
+        .dtype = c->dtype,
         .buf = buf,
         .send_block = vrank == 0 ? 0 : -1,
         .recv_block = 0,
         .nrecv_steps = vrank == 0 ? 0 : 1,
         .nreduce = 0,
-        .nforward = vrank == 0 || vrank == size - 1 ? 0 : 1,
+        .nforward = vrank == 0 || vrank == c->size - 1 ? 0 : 1,
+        .mem = c->mem,
+        .segment_bytes = c->tuning->segment_bytes,
     };
     return ring__phase_run(&phase);
+}
+
+static int ring__broadcast(ring_ctx_t *ctx, const char *func, void *buf,
+                           size_t count, ring_dtype_t dtype, int root)
+{
+    int status;
+    ring__coll_t c = {.func = func, .kind = RING__BROADCAST, .ctx = ctx,
+                      .count = count, .dtype = dtype, .op = RING__NO_OP,
+                      .root = root};
+    RING_CHECK(ring__begin(&c, buf, buf, RING_OK));
+    size_t nbytes = count * c.esize;
+    if (count == 0 || c.size == 1) goto out;
+    if (nbytes < c.tuning->small_bytes)
+        status = ring__broadcast_tree(buf, (int)nbytes, root, c.comm, c.rank,
+                                      c.size);
+    else
+        status = ring__broadcast_chain(&c, buf);
+out:
+    return status;
+}
+
+int ring_ctx_broadcast(ring_ctx_t *ctx, void *buf, size_t count,
+                       ring_dtype_t dtype, int root)
+{
+    return ring__broadcast(ctx, "ring_ctx_broadcast", buf, count, dtype,
+                           root);
 }
 
 int ring_broadcast(void *buf, size_t count, ring_dtype_t dtype, int root,
                    MPI_Comm comm)
 {
-    int status, rank, size;
-    const ring__tuning_t *tuning;
-    status = ring__check_args("ring_broadcast", buf, buf, count, dtype,
-                              RING__NO_OP, comm);
-    if (status == RING_OK) status = ring__tuning(&tuning);
-    if (status == RING_OK) {
-        RING_CHECK_MPI(MPI_Comm_size(comm, &size));
-        if (root < 0 || root >= size) {
-            ring__log("ring_broadcast: root %d is not a rank of a "
-                      "communicator of size %d", root, size);
-            status = RING_ERR_ARG;
-        }
-    }
-    RING_CHECK(ring__agree(comm,
-                           &(ring__call_t){.kind = RING__BROADCAST,
-                                           .count = count,
-                                           .dtype = dtype,
-                                           .op = RING__NO_OP,
-                                           .root = root},
-                           status));
-    RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-    size_t nbytes = count * ring_dtype_size(dtype);
-    if (count == 0 || size == 1) goto out;
-    if (nbytes < tuning->small_bytes)
-        status = ring__broadcast_tree(buf, (int)nbytes, root, comm, rank, size);
-    else
-        status = ring__broadcast_chain(buf, count, dtype, root, comm, rank,
-                                       size);
-out:
-    return status;
+    ring_ctx_t ctx = ring__ctx_wrap(comm, MPI_COMM_NULL, MPI_COMM_NULL, NULL);
+    return ring__broadcast(&ctx, "ring_broadcast", buf, count, dtype, root);
 }

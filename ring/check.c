@@ -28,6 +28,7 @@ static const char *const ring__kind_names[RING__KIND_COUNT] = {
     [RING__SHM_ALLREDUCE] = "ring_shm_allreduce",
     [RING__SHM_ALLREDUCE_HIER] = "ring_shm_allreduce_hier",
     [RING__SHM_ALLREDUCE_APPLY] = "ring_shm_allreduce_apply",
+    [RING__ALLREDUCE_APPLY] = "ring_ctx_allreduce_apply",
 };
 
 const char *ring__kind_name(ring__kind_t kind)
@@ -70,7 +71,7 @@ static void ring__field_text(int field, int64_t v, char *out, size_t size)
         snprintf(out, size, "%" PRId64, v);
 }
 
-int ring__agree(MPI_Comm comm, const ring__call_t *call, int local)
+int ring__agree(MPI_Comm comm, const ring__coll_t *call, int local)
 {
     int status = local;
     const ring__tuning_t *tuning;
@@ -100,7 +101,7 @@ int ring__agree(MPI_Comm comm, const ring__call_t *call, int local)
     RING_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, range, 2 * NFIELDS,
                                  MPI_INT64_T, MPI_MAX, comm));
     if (local != RING_OK) return local; /* its own message said why */
-    const char *func = ring__kind_name(call->kind);
+    const char *func = call->func;
     if (range[F_REFUSED]) {
         ring__log("%s: another rank refused its call (HVD_RING_CHECK; its "
                   "message says why)", func);
@@ -120,10 +121,4 @@ int ring__agree(MPI_Comm comm, const ring__call_t *call, int local)
     }
 out:
     return status;
-}
-
-int ring__agree_hier(MPI_Comm node, MPI_Comm cross, const ring__call_t *call,
-                     int local)
-{
-    return ring__agree(cross, call, ring__agree(node, call, local));
 }

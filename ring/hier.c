@@ -29,50 +29,55 @@
  * Limitations:  every node must have the same number of ranks (the blocks
  *               of a cross ring must match); the caller checks it.
  */
-#include <string.h>
 #include "ring/ring_internal.h"
 
-int ring_allreduce_hier(const void *sendbuf, void *recvbuf, size_t count,
-                        ring_dtype_t dtype, ring_op_t op, MPI_Comm node,
-                        MPI_Comm cross)
+int ring__allreduce_hier(const ring__coll_t *c, const void *sendbuf,
+                         void *recvbuf)
 {
     int status, local_rank, local_size, nnodes;
-    status = ring__check_args("ring_allreduce_hier", sendbuf, recvbuf, count,
-                              dtype, op, node);
-    if (status == RING_OK && cross == MPI_COMM_NULL) {
-        ring__log("ring_allreduce_hier: cross is MPI_COMM_NULL");
-        status = RING_ERR_ARG;
-    }
-    RING_CHECK(ring__agree_hier(node, cross,
-                                &(ring__call_t){.kind = RING__ALLREDUCE_HIER,
-                                                .count = count,
-                                                .dtype = dtype,
-                                                .op = op},
-                                status));
+    MPI_Comm node = c->ctx->node, cross = c->ctx->cross;
     RING_CHECK_MPI(MPI_Comm_rank(node, &local_rank));
     RING_CHECK_MPI(MPI_Comm_size(node, &local_size));
     RING_CHECK_MPI(MPI_Comm_size(cross, &nnodes));
-    if (count == 0) goto out;
-    ring_op_t sum_op = op == RING_AVERAGE ? RING_SUM : op;
-    size_t esize = ring_dtype_size(dtype);
+    ring_op_t sum_op = c->op == RING_AVERAGE ? RING_SUM : c->op;
     const void *src = sendbuf;
     if (local_size > 1) {
-        RING_CHECK(ring__ring_blocks(sendbuf, recvbuf, count, dtype, sum_op,
+        RING_CHECK(ring__ring_blocks(c, sendbuf, recvbuf, c->count, sum_op,
                                      local_size - 1, local_size - 1, node));
         src = recvbuf;
     } else if (sendbuf == recvbuf) {
         src = recvbuf;
     }
     char *block = (char *)recvbuf +
-                  ring__block_offset(count, local_size, local_rank) * esize;
-    size_t nblock = ring__block_count(count, local_size, local_rank);
+                  ring__block_offset(c->count, local_size, local_rank) *
+                      c->esize;
+    size_t nblock = ring__block_count(c->count, local_size, local_rank);
     RING_CHECK(ring_allreduce((const char *)src + (block - (char *)recvbuf),
-                              block, nblock, dtype, sum_op, cross));
-    if (op == RING_AVERAGE)
-        ring__divide_host(block, nblock, dtype, local_size * nnodes);
+                              block, nblock, c->dtype, sum_op, cross));
+    if (c->op == RING_AVERAGE)
+        c->mem->divide(block, nblock, c->dtype, local_size * nnodes);
     if (local_size > 1)
-        RING_CHECK(ring__ring_blocks(NULL, recvbuf, count, dtype, op, 0,
+        RING_CHECK(ring__ring_blocks(c, NULL, recvbuf, c->count, c->op, 0,
                                      local_size - 1, node));
+out:
+    return status;
+}
+
+int ring_allreduce_hier(const void *sendbuf, void *recvbuf, size_t count,
+                        ring_dtype_t dtype, ring_op_t op, MPI_Comm node,
+                        MPI_Comm cross)
+{
+    int status = RING_OK;
+    ring_ctx_t ctx = ring__ctx_wrap(node, node, cross, NULL);
+    if (cross == MPI_COMM_NULL) {
+        ring__log("ring_allreduce_hier: cross is MPI_COMM_NULL");
+        status = RING_ERR_ARG;
+    }
+    ring__coll_t c = {.func = "ring_allreduce_hier",
+                      .kind = RING__ALLREDUCE_HIER, .ctx = &ctx,
+                      .count = count, .dtype = dtype, .op = op};
+    RING_CHECK(ring__begin(&c, sendbuf, recvbuf, status));
+    if (count > 0) status = ring__allreduce_hier(&c, sendbuf, recvbuf);
 out:
     return status;
 }

@@ -76,9 +76,7 @@ int ring__phase_run(const ring__phase_t *ph)
 {
     int status = RING_OK;
     ring__pipe_t p = {.ph = ph, .esize = ring_dtype_size(ph->dtype)};
-    const ring__tuning_t *tuning;
-    ring__tuning(&tuning); /* checked by the collective that called us */
-    size_t seg_count = tuning->segment_bytes / p.esize;
+    size_t seg_count = ph->segment_bytes / p.esize;
     if (seg_count == 0) seg_count = 1;
     p.seg_bytes = seg_count * p.esize;
     size_t max_units = ring__max_segs_per_block(ph, seg_count) *
@@ -117,9 +115,9 @@ int ring__phase_run(const ring__phase_t *ph)
         char *data = ph->buf + seg->offset * p.esize;
         if (seg->step < ph->nreduce) {
             int last = seg->step == ph->nreduce - 1;
-            ring__reduce_host(data, ph->src + seg->offset * p.esize,
-                              ring__recv_dst(&p, u), seg->count, ph->dtype,
-                              ph->op, last ? ph->divisor : 1);
+            ph->mem->reduce(data, ph->src + seg->offset * p.esize,
+                            ring__recv_dst(&p, u), seg->count, ph->dtype,
+                            ph->op, last ? ph->divisor : 1);
         }
         if (seg->step < ph->nforward) {
             RING_CHECK_MPI(MPI_Isend(data, (int)(seg->count * p.esize),

@@ -26,9 +26,8 @@ enum { RING_RECURSIVE_TAG = 0x7264 };
  * (folded) data is src, the result goes to buf, tmp has room for the whole
  * message. src is read before buf is first written, so it may be buf; when
  * it is not, no copy of the input is ever made. */
-typedef int ring__pow2_fn(const char *src, char *buf, char *tmp, size_t count,
-                          ring_dtype_t dtype, ring_op_t op, int divisor,
-                          MPI_Comm comm, int vrank, int p2, int rem);
+typedef int ring__pow2_fn(const ring__coll_t *c, const char *src, char *buf,
+                          char *tmp, int divisor, int vrank, int p2, int rem);
 
 /* Rank of the process that plays virtual rank v after the fold. */
 static int ring__real_rank(int v, int rem)
@@ -38,14 +37,14 @@ static int ring__real_rank(int v, int rem)
 
 /* dst = (lower rank's data) op (higher rank's), mine being this rank's and
  * tmp the peer's; dst may be mine. */
-static void ring__reduce_ordered(char *dst, const char *mine, const char *tmp,
-                                 size_t count, ring_dtype_t dtype,
-                                 ring_op_t op, int divisor, int peer_is_lower)
+static void ring__reduce_ordered(const ring__coll_t *c, char *dst,
+                                 const char *mine, const char *tmp,
+                                 size_t count, int divisor, int peer_is_lower)
 {
     if (peer_is_lower)
-        ring__reduce_host(dst, tmp, mine, count, dtype, op, divisor);
+        c->mem->reduce(dst, tmp, mine, count, c->dtype, c->op, divisor);
     else
-        ring__reduce_host(dst, mine, tmp, count, dtype, op, divisor);
+        c->mem->reduce(dst, mine, tmp, count, c->dtype, c->op, divisor);
 }
 
 static int ring__sendrecv(const char *sendbuf, size_t send_nbytes, char *recvbuf,
@@ -60,17 +59,16 @@ out:
     return status;
 }
 
-static int ring__rdb(const char *src, char *buf, char *tmp, size_t count,
-                     ring_dtype_t dtype, ring_op_t op, int divisor,
-                     MPI_Comm comm, int vrank, int p2, int rem)
+static int ring__rdb(const ring__coll_t *c, const char *src, char *buf,
+                     char *tmp, int divisor, int vrank, int p2, int rem)
 {
     int status = RING_OK;
-    size_t nbytes = count * ring_dtype_size(dtype);
+    size_t nbytes = c->count * c->esize;
     for (int mask = 1; mask < p2; mask <<= 1, src = buf) {
         int vpeer = vrank ^ mask;
         RING_CHECK(ring__sendrecv(src, nbytes, tmp, nbytes,
-                                  ring__real_rank(vpeer, rem), comm));
-        ring__reduce_ordered(buf, src, tmp, count, dtype, op,
+                                  ring__real_rank(vpeer, rem), c->comm));
+        ring__reduce_ordered(c, buf, src, tmp, c->count,
                              mask * 2 == p2 ? divisor : 1, vpeer < vrank);
     }
 out:
@@ -82,12 +80,11 @@ out:
  *   halving, mask 1: 0<->1: 0 keeps A, 1 keeps B; 2<->3: 2 keeps C, 3 D
  *   doubling, mask 1: 0<->1 swap A and B; 2<->3 swap C and D
  *   doubling, mask 2: 0<->2 swap AB and CD; 1<->3 likewise. */
-static int ring__rhd(const char *src, char *buf, char *tmp, size_t count,
-                     ring_dtype_t dtype, ring_op_t op, int divisor,
-                     MPI_Comm comm, int vrank, int p2, int rem)
+static int ring__rhd(const ring__coll_t *c, const char *src, char *buf,
+                     char *tmp, int divisor, int vrank, int p2, int rem)
 {
     int status = RING_OK, nsteps = 0;
-    size_t esize = ring_dtype_size(dtype), lo = 0, hi = count;
+    size_t esize = c->esize, lo = 0, hi = c->count;
     size_t parent_lo[32], parent_hi[32]; /* the region before each halving */
     for (int mask = p2 / 2; mask > 0; mask >>= 1, nsteps++, src = buf) {
         int vpeer = vrank ^ mask, keep_low = vrank < vpeer;
@@ -96,10 +93,10 @@ static int ring__rhd(const char *src, char *buf, char *tmp, size_t count,
         size_t give = keep_low ? mid : lo, give_end = keep_low ? hi : mid;
         RING_CHECK(ring__sendrecv(src + give * esize, (give_end - give) * esize,
                                   tmp, (keep_end - keep) * esize,
-                                  ring__real_rank(vpeer, rem), comm));
-        ring__reduce_ordered(buf + keep * esize, src + keep * esize, tmp,
-                             keep_end - keep, dtype, op,
-                             mask == 1 ? divisor : 1, vpeer < vrank);
+                                  ring__real_rank(vpeer, rem), c->comm));
+        ring__reduce_ordered(c, buf + keep * esize, src + keep * esize, tmp,
+                             keep_end - keep, mask == 1 ? divisor : 1,
+                             vpeer < vrank);
         parent_lo[nsteps] = lo;
         parent_hi[nsteps] = hi;
         lo = keep;
@@ -112,7 +109,8 @@ static int ring__rhd(const char *src, char *buf, char *tmp, size_t count,
         RING_CHECK(ring__sendrecv(buf + lo * esize, (hi - lo) * esize,
                                   buf + other * esize,
                                   (other_end - other) * esize,
-                                  ring__real_rank(vrank ^ mask, rem), comm));
+                                  ring__real_rank(vrank ^ mask, rem),
+                                  c->comm));
         lo = plo;
         hi = phi;
     }
@@ -122,18 +120,16 @@ out:
 
 /* Folds the ranks beyond the largest power of two, runs `core` on the
  * virtual ranks, and unfolds. */
-static int ring__allreduce_folded(ring__pow2_fn *core, const void *sendbuf,
-                                  void *recvbuf, size_t count,
-                                  ring_dtype_t dtype, ring_op_t op,
-                                  MPI_Comm comm, int rank, int size)
+static int ring__allreduce_folded(ring__pow2_fn *core, const ring__coll_t *c,
+                                  const void *sendbuf, void *recvbuf)
 {
-    int status = RING_OK;
-    size_t nbytes = count * ring_dtype_size(dtype);
+    int status = RING_OK, rank = c->rank, size = c->size;
+    size_t nbytes = c->count * c->esize;
     char stack[8192]; /* small messages: no allocation on the latency path */
     char *tmp = nbytes <= sizeof stack ? stack : malloc(nbytes);
     const char *src = sendbuf;
     char *buf = recvbuf;
-    int divisor = op == RING_AVERAGE ? size : 1, p2 = 1;
+    int divisor = c->op == RING_AVERAGE ? size : 1, p2 = 1;
     while (p2 * 2 <= size) p2 *= 2;
     int rem = size - p2, folded = rank < 2 * rem;
     if (!tmp) return RING_ERR_NOMEM;
@@ -141,39 +137,37 @@ static int ring__allreduce_folded(ring__pow2_fn *core, const void *sendbuf,
     if (folded && rank % 2 == 0) {
         /* Hand the data to rank + 1; the result comes back at the end. */
         RING_CHECK_MPI(MPI_Send(src, (int)nbytes, MPI_BYTE, rank + 1,
-                                RING_RECURSIVE_TAG, comm));
+                                RING_RECURSIVE_TAG, c->comm));
         RING_CHECK_MPI(MPI_Recv(buf, (int)nbytes, MPI_BYTE, rank + 1,
-                                RING_RECURSIVE_TAG, comm, MPI_STATUS_IGNORE));
+                                RING_RECURSIVE_TAG, c->comm,
+                                MPI_STATUS_IGNORE));
         goto out;
     }
     if (folded) {
         RING_CHECK_MPI(MPI_Recv(tmp, (int)nbytes, MPI_BYTE, rank - 1,
-                                RING_RECURSIVE_TAG, comm, MPI_STATUS_IGNORE));
-        ring__reduce_host(buf, tmp, src, count, dtype, op, 1);
+                                RING_RECURSIVE_TAG, c->comm,
+                                MPI_STATUS_IGNORE));
+        c->mem->reduce(buf, tmp, src, c->count, c->dtype, c->op, 1);
         src = buf;
     }
-    RING_CHECK(core(src, buf, tmp, count, dtype, op, divisor, comm,
+    RING_CHECK(core(c, src, buf, tmp, divisor,
                     folded ? rank / 2 : rank - rem, p2, rem));
     if (folded)
         RING_CHECK_MPI(MPI_Send(buf, (int)nbytes, MPI_BYTE, rank - 1,
-                                RING_RECURSIVE_TAG, comm));
+                                RING_RECURSIVE_TAG, c->comm));
 out:
     if (tmp != stack) free(tmp);
     return status;
 }
 
-int ring__allreduce_rdb(const void *sendbuf, void *recvbuf, size_t count,
-                        ring_dtype_t dtype, ring_op_t op, MPI_Comm comm,
-                        int rank, int size)
+int ring__allreduce_rdb(const ring__coll_t *c, const void *sendbuf,
+                        void *recvbuf)
 {
-    return ring__allreduce_folded(ring__rdb, sendbuf, recvbuf, count, dtype,
-                                  op, comm, rank, size);
+    return ring__allreduce_folded(ring__rdb, c, sendbuf, recvbuf);
 }
 
-int ring__allreduce_rhd(const void *sendbuf, void *recvbuf, size_t count,
-                        ring_dtype_t dtype, ring_op_t op, MPI_Comm comm,
-                        int rank, int size)
+int ring__allreduce_rhd(const ring__coll_t *c, const void *sendbuf,
+                        void *recvbuf)
 {
-    return ring__allreduce_folded(ring__rhd, sendbuf, recvbuf, count, dtype,
-                                  op, comm, rank, size);
+    return ring__allreduce_folded(ring__rhd, c, sendbuf, recvbuf);
 }

@@ -1,9 +1,17 @@
 /* ring/ring.h: collectives on raw buffers over an MPI communicator.
  *
  * This is the bottom layer of hvd. It knows nothing of tensor names, threads
- * or the engine: every call is blocking, collective over `comm`, and built on
- * MPI point-to-point only (MPI's own collectives are the test oracle and the
- * benchmark peer, never the implementation).
+ * or the engine: every call is blocking and collective. The algorithms are
+ * ours, on MPI point-to-point and, within a node, on a shared-memory window;
+ * MPI's own collectives only set up communicators, compare calls across
+ * ranks (HVD_RING_CHECK) and serve as the test oracle and benchmark peer.
+ *
+ * Two ways in: a context per communicator (ring_ctx_create, like UCC's team
+ * or NCCL's communicator), which owns the node and cross-node
+ * communicators, the shared window and the choice of algorithm per call;
+ * and entry points that take an MPI_Comm for one call without a context
+ * (they wrap comm in a temporary context holding nothing, so they never
+ * use shared memory). ring/README.md has the algorithms and variables.
  *
  * Conventions shared by every function here:
  *   - counts are in elements of `dtype`, never bytes;
@@ -77,7 +85,7 @@ const char *ring_op_name(ring_op_t op);
 
 /* 1 when p is CUDA device memory (a CUDA build with a GPU visible), else
  * 0. The collectives take host memory for now and refuse device buffers
- * (RING_ERR_ARG, with a message). */
+ * (RING_ERR_ARG, with a message): the device path is the next step. */
 int ring_is_device_memory(const void *p);
 
 /* Conversions between float and the 16-bit types, as the reductions do
@@ -168,6 +176,100 @@ int ring_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
 int ring_broadcast(void *buf, size_t count, ring_dtype_t dtype, int root,
                    MPI_Comm comm);
 
+/* ---- contexts: one per communicator ---- */
+typedef struct ring_ctx ring_ctx_t;
+
+/* How a context's allreduces use the node (hvd reads it from
+ * HVD_INTRANODE): AUTO takes the shared window from 4 KiB when every rank
+ * is on one node (or, hierarchical, within each node), SHM always, RING
+ * never. */
+typedef enum {
+    RING_INTRANODE_AUTO,
+    RING_INTRANODE_SHM,
+    RING_INTRANODE_RING,
+    RING_INTRANODE_COUNT
+} ring_intranode_t;
+
+/* A zeroed struct (or NULL) asks for the defaults. */
+typedef struct {
+    /* Each rank's slab of the shared window: a fused allreduce of up to
+     * this many bytes runs in one chunk. 0: RING_CTX_SLAB_MIN; smaller
+     * values are raised to it. */
+    size_t slab_bytes;
+    ring_intranode_t intranode;
+    /* 1: across nodes, reduce within each node, then across the nodes
+     * one block per rank, then gather within the node (ring/hier.c). Needs
+     * as many ranks on every node; otherwise the flat ring runs, with a
+     * warning from rank 0. */
+    int hierarchical;
+} ring_ctx_opts_t;
+
+enum { RING_CTX_SLAB_MIN = 4 << 20 };
+
+/* Collective over comm (which the context duplicates; comm stays the
+ * caller's): reads ring's variables, checks on every rank that the ranks
+ * read the ones that must agree alike (RING_ERR_MISMATCH naming them and
+ * the ranks' values), finds the nodes, and makes what opts ask for: the
+ * hierarchical communicators, the shared window. RING_ERR_ARG (on every
+ * rank) for opts that cannot hold, e.g. RING_INTRANODE_SHM across nodes
+ * without hierarchical; RING_ERR_MPI, RING_ERR_NOMEM. *ctx is NULL on
+ * failure. */
+int ring_ctx_create(MPI_Comm comm, const ring_ctx_opts_t *opts,
+                    ring_ctx_t **ctx);
+
+/* Collective: frees what the context holds; *ctx becomes NULL. NULL is a
+ * no-op. */
+int ring_ctx_free(ring_ctx_t **ctx);
+
+/* ring_allreduce over ctx's ranks, the algorithm chosen per call by ctx's
+ * decision table (ring/allreduce.c): the shared window, hierarchical, or
+ * over MPI recursive doubling, Rabenseifner or the ring by size. */
+int ring_ctx_allreduce(ring_ctx_t *ctx, const void *sendbuf, void *recvbuf,
+                       size_t count, ring_dtype_t dtype, ring_op_t op);
+
+/* The algorithm ctx's table picks for an allreduce of count elements of
+ * dtype: "shm", "shm_hier", "hier", "rdb", "rhd" or "ring". */
+const char *ring_ctx_allreduce_algo(ring_ctx_t *ctx, size_t count,
+                                    ring_dtype_t dtype);
+
+/* A fused allreduce: the pieces, end to end, are one buffer of count
+ * elements (their sum). A piece whose sendbuf is NULL contributes zeros
+ * (a rank with nothing of its own), one whose recvbuf is NULL drops its
+ * result. Through the shared window every piece is copied in segment by
+ * segment as the reduction goes, and each reduced block goes from its
+ * owner's slab straight to the pieces' recvbufs: no packing before and no
+ * copy out after. Pieces that are all in place and follow each other in
+ * memory are reduced where they lie, in one call. Otherwise they are
+ * packed into ctx's scratch, reduced and copied out. */
+typedef struct {
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+} ring_piece_t;
+
+int ring_ctx_allreduce_pieces(ring_ctx_t *ctx, const ring_piece_t *pieces,
+                              size_t npieces, ring_dtype_t dtype,
+                              ring_op_t op);
+
+/* ring_ctx_allreduce with apply run on the reduced result before any rank
+ * receives it (ring_apply_t, below). Within one node each element is
+ * applied once, by the owner of its block; otherwise every rank reduces
+ * the whole into scratch and applies all of it there. apply never sees
+ * recvbuf. */
+typedef struct ring_apply ring_apply_t;
+int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,
+                             void *recvbuf, size_t count, ring_dtype_t dtype,
+                             ring_op_t op, const ring_apply_t *apply);
+
+/* The other collectives over ctx's ranks, as their MPI_Comm twins below. */
+int ring_ctx_broadcast(ring_ctx_t *ctx, void *buf, size_t count,
+                       ring_dtype_t dtype, int root);
+int ring_ctx_allgather(ring_ctx_t *ctx, const void *sendbuf, void *recvbuf,
+                       size_t sendcount, ring_dtype_t dtype);
+int ring_ctx_reduce_scatter(ring_ctx_t *ctx, const void *sendbuf,
+                            void *recvbuf, size_t recvcount,
+                            ring_dtype_t dtype, ring_op_t op);
+
 /* ---- allreduce through shared memory, for the ranks of one node ---- */
 /* The ranks share one MPI-3 window in which each owns a slab; a rank reduces
  * its block by reading the other ranks' slabs directly (ring/shm.c). */
@@ -202,10 +304,10 @@ int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
  * of ranks, so it is the same for every call alike). fn may keep
  * per-element state (an optimizer's momentum): only the owner's copy of
  * it is then current. */
-typedef struct {
+struct ring_apply {
     void (*fn)(void *ctx, size_t first, void *data, size_t n);
     void *ctx;
-} ring_apply_t;
+};
 
 /* ring_shm_allreduce, with apply run on each reduced piece by its owner
  * before any rank receives it (ring_apply_t). */
@@ -221,6 +323,21 @@ int ring_shm_allreduce_apply(ring_shm_t *shm, const void *sendbuf,
 int ring_shm_allreduce_hier(ring_shm_t *shm, MPI_Comm cross,
                             const void *sendbuf, void *recvbuf, size_t count,
                             ring_dtype_t dtype, ring_op_t op);
+
+/* ---- settings that must agree across ranks (ring/settings.c) ---- */
+enum { RING_SETTINGS_MAX = 64 }; /* settings one call compares, at most */
+
+/* Collective over comm: whether every rank has the same text in values[i]
+ * for each of the n settings names[i] (n <= RING_SETTINGS_MAX; texts
+ * compared byte for byte, so the caller normalises them: defaults filled
+ * in, parsed values printed one way). RING_OK when they all agree;
+ * RING_ERR_MISMATCH on every rank when any differs, each rank logging one
+ * line per differing setting that names it and the ranks' values, ranks
+ * with the same value grouped ("HVD_INTRANODE differs across ranks: rank 0
+ * has "shm"; rank 1 has "ring""); RING_ERR_ARG (bad arguments, before any
+ * message is sent), RING_ERR_NOMEM (on every rank), RING_ERR_MPI. */
+int ring_settings_agree(MPI_Comm comm, int n, const char *const names[],
+                        const char *const values[]);
 
 #ifdef __cplusplus
 }

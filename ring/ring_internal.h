@@ -1,6 +1,8 @@
 /* ring/ring_internal.h: what the files of ring/ share and nobody else sees:
- * the MPI check macro, block layouts, the host reduction kernel and the
- * segmented pipeline that moves blocks around the ring.
+ * the check macros and the log, the configuration table's result, memory
+ * kinds, the context, the one opening every collective goes through, block
+ * layouts, the algorithms' common signature and the segmented pipeline
+ * that moves blocks around the ring.
  */
 #ifndef RING_RING_INTERNAL_H
 #define RING_RING_INTERNAL_H
@@ -39,14 +41,88 @@ void ring__log_mpi_error(int rc, const char *call, const char *file, int line);
 /* RING_OK while MPI is up; else RING_ERR_STATE with a message naming func
  * and whether MPI is not yet initialized or already finalized. */
 int ring__check_mpi_up(const char *func);
-/* Argument checks shared by every collective, MPI being up first; RING_OK,
- * RING_ERR_STATE (above) or RING_ERR_ARG with a message on stderr that
- * names the bad argument. */
-int ring__check_args(const char *func, const void *sendbuf, const void *recvbuf,
-                     size_t count, ring_dtype_t dtype, ring_op_t op,
-                     MPI_Comm comm);
 
-/* ---- HVD_RING_CHECK: the ranks compare each call (ring/check.c) ---- */
+/* ---- configuration: ring's variables, one table (ring/config.c) ---- */
+/* Read once from the environment, each a row of ring/config.c's table
+ * (name, default, what it expects, whether the ranks must agree):
+ *   HVD_RING_CHECK           0 | 1: ring__agree's comparison (0)
+ *   HVD_ALLREDUCE_ALGO       auto | ring | rdb | rhd    (RING_ALGO_AUTO)
+ *   HVD_RING_SEGMENT_BYTES   pipeline segment size
+ *   HVD_RING_SMALL_BYTES     below this, latency algorithms
+ *   HVD_SHM_SEGMENT_BYTES    the shared window's segment size
+ *   HVD_SHM_STREAM           auto | on | off: how the window's writers
+ *                            write what other ranks read (shm.c)
+ * A bad value fails every collective with RING_ERR_ARG and a message that
+ * names the variable, rather than silently running something else. */
+typedef struct {
+    int check;
+    ring_algo_t algo;
+    size_t segment_bytes;
+    size_t small_bytes;
+    size_t shm_segment_bytes;
+    int shm_stream; /* RING__STREAM_* */
+} ring__tuning_t;
+
+enum { RING__STREAM_AUTO = -1, RING__STREAM_OFF = 0, RING__STREAM_ON = 1 };
+
+int ring__tuning(const ring__tuning_t **tuning);
+/* The same read afresh, not cached: fills *tuning and returns RING_OK, or
+ * RING_ERR_ARG after logging the first bad variable (the fields after it
+ * are then left as they were). ring__tuning caches its first result;
+ * test/fuzz/fuzz_env.c reads many environments in one process. */
+int ring__tuning_parse(ring__tuning_t *tuning);
+/* Collective over comm: RING_OK when every rank read the variables that
+ * must agree alike; else RING_ERR_MISMATCH on every rank, with a message
+ * naming each variable that differs and the ranks' values. */
+int ring__tuning_agree(MPI_Comm comm);
+
+/* ---- memory kinds (ring/mem.c) ---- */
+/* Where a buffer lives. Copies and reductions of a call go through its
+ * kind's table, so that the algorithms are written once: host memory now;
+ * CUDA device memory and an emulated device (host memory behind the
+ * device interface, for tests) join as rows. */
+typedef enum { RING__MEM_HOST, RING__MEM_COUNT } ring__mem_t;
+
+typedef struct {
+    const char *name;
+    void (*copy)(void *dst, const void *src, size_t nbytes);
+    void (*zero)(void *dst, size_t nbytes);
+    /* dst[i] = a[i] (op) b[i]; with divisor > 1 (AVERAGE's last step)
+     * divided by it before rounding to dtype; dst may alias a or b. */
+    void (*reduce)(void *dst, const void *a, const void *b, size_t count,
+                   ring_dtype_t dtype, ring_op_t op, int divisor);
+    /* dst[i] = in[0][i] (op) ... (op) in[n-1][i], read in one pass. */
+    void (*reduce_n)(void *dst, const void *const *in, int n, size_t count,
+                     ring_dtype_t dtype, ring_op_t op, int divisor);
+    /* buf[i] /= divisor: the hierarchical AVERAGE's one division. */
+    void (*divide)(void *buf, size_t count, ring_dtype_t dtype, int divisor);
+} ring__mem_ops_t;
+
+extern const ring__mem_ops_t ring__mem_host;
+
+/* The kind of a buffer, or NULL with *why set when the collectives cannot
+ * take it (CUDA device memory, until the device path lands). */
+const ring__mem_ops_t *ring__mem_of(const void *p, const char **why);
+
+/* ---- contexts (ring/ctx.c) ---- */
+struct ring_ctx {
+    MPI_Comm comm;        /* ours (a duplicate); a wrapper's: the caller's */
+    MPI_Comm node, cross; /* hierarchical: this rank's node, and the ranks
+                             with its index on every node; else NULL */
+    ring_shm_t *shm;      /* the window, over node or comm; NULL: none */
+    ring_intranode_t intranode;
+    char *scratch;        /* grown on demand: fused pieces, apply's copy */
+    size_t scratch_bytes;
+};
+
+/* A context for one call on the caller's communicators, holding nothing:
+ * the entry points that take an MPI_Comm run through one of these. */
+ring_ctx_t ring__ctx_wrap(MPI_Comm comm, MPI_Comm node, MPI_Comm cross,
+                          ring_shm_t *shm);
+/* ctx's scratch, at least nbytes; NULL when out of memory. */
+char *ring__ctx_scratch(ring_ctx_t *ctx, size_t nbytes);
+
+/* ---- one opening for every collective (ring/begin.c) ---- */
 typedef enum {
     RING__ALLREDUCE,
     RING__ALLREDUCE_HIER,
@@ -56,23 +132,50 @@ typedef enum {
     RING__SHM_ALLREDUCE,
     RING__SHM_ALLREDUCE_HIER,
     RING__SHM_ALLREDUCE_APPLY,
+    RING__ALLREDUCE_APPLY,
     RING__KIND_COUNT
 } ring__kind_t;
 
 /* The public function's name ("ring_allreduce", ...); NULL when unknown. */
 const char *ring__kind_name(ring__kind_t kind);
 
-/* What every rank of a collective must pass alike; op is RING__NO_OP,
- * root and algo 0 where the collective takes none. */
+/* Marks collectives that take no operator. */
+#define RING__NO_OP ((ring_op_t)-1)
+
+/* One call of a collective, as its opening found it. Every field but the
+ * buffers' kind is what every rank must pass alike (HVD_RING_CHECK
+ * compares them); op is RING__NO_OP, root and algo 0 where the collective
+ * takes none. */
 typedef struct {
+    const char *func;  /* the public name, for messages */
     ring__kind_t kind;
-    size_t count;
+    ring_ctx_t *ctx;
+    MPI_Comm comm;     /* the ring's: ctx's, or a hierarchical call's node */
+    int rank, size;
+    size_t count, esize;
     ring_dtype_t dtype;
     ring_op_t op;
     int root;
     ring_algo_t algo;
-} ring__call_t;
+    const ring__mem_ops_t *mem;
+    const ring__tuning_t *tuning;
+} ring__coll_t;
 
+/* Opens a call: c comes with func, kind, ctx, count, dtype, op, root and
+ * algo set (op RING__NO_OP where none is taken; root and algo 0 where
+ * none), local with the status of the caller's own checks (their message
+ * already logged). Checks MPI is up, the communicator, dtype, op, a root
+ * within the ranks (RING__BROADCAST), both buffers when count > 0 and the
+ * memory kind of each, the tuning variables; then, under HVD_RING_CHECK,
+ * that every rank made the same call (ring__agree: over ctx->node, then
+ * ctx->cross, for the hierarchical kinds). Fills comm (ctx's), rank, size,
+ * esize, mem and tuning, and algo (AUTO becomes HVD_ALLREDUCE_ALGO's).
+ * RING_OK, RING_ERR_STATE (MPI down), RING_ERR_ARG with a message naming
+ * the bad argument, RING_ERR_MISMATCH, RING_ERR_MPI. */
+int ring__begin(ring__coll_t *c, const void *sendbuf, const void *recvbuf,
+                int local);
+
+/* ---- HVD_RING_CHECK: the ranks compare each call (ring/check.c) ---- */
 /* Called by every rank of comm once it has checked its own arguments
  * (`local`: RING_OK or the error it found). Without HVD_RING_CHECK=1, and
  * when comm cannot be used (local is RING_ERR_STATE, or comm is NULL),
@@ -81,11 +184,7 @@ typedef struct {
  * get RING_ERR_MISMATCH, with a message naming what differs, when a rank
  * refused its arguments or any field differs; else RING_OK. RING_ERR_MPI
  * when the comparison itself fails. */
-int ring__agree(MPI_Comm comm, const ring__call_t *call, int local);
-/* The same over the node, then over cross with the node's verdict, so that
- * a failure on one node fails the other nodes' calls too. */
-int ring__agree_hier(MPI_Comm node, MPI_Comm cross, const ring__call_t *call,
-                     int local);
+int ring__agree(MPI_Comm comm, const ring__coll_t *call, int local);
 
 /* ---- block layout ---- */
 /* `count` elements cut into `nblocks` blocks as evenly as possible: the first
@@ -114,40 +213,59 @@ static inline int ring__mod(int a, int n)
  * receives the reduction of that block of every rank's src (the other blocks
  * of buf are overwritten with partial results). With nreduce = N-1 and
  * nsteps = 2(N-1): allreduce. With nreduce = 0 (src unused): allgather of
- * block `rank` of buf, in place. src may be buf. */
-int ring__ring_blocks(const void *src, void *buf, size_t count,
-                      ring_dtype_t dtype, ring_op_t op, int nreduce,
-                      int nsteps, MPI_Comm comm);
+ * block `rank` of buf, in place. src may be buf. c gives the dtype, the
+ * memory kind and the tuning; comm and op may be a stage's own. */
+int ring__ring_blocks(const ring__coll_t *c, const void *src, void *buf,
+                      size_t count, ring_op_t op, int nreduce, int nsteps,
+                      MPI_Comm comm);
+
+/* ---- where a call's data lies ---- */
+/* One buffer each way, or (a fused allreduce) pieces laid end to end: the
+ * call's element i is in the piece whose range holds i. A piece with no
+ * sendbuf gives zeros, one with no recvbuf drops its result. */
+typedef struct {
+    const void *sendbuf;
+    void *recvbuf;
+    const ring_piece_t *pieces; /* NULL: sendbuf and recvbuf */
+    size_t npieces;
+    const size_t *starts;       /* (npieces + 1) first byte of each piece */
+} ring__io_t;
+
+/* Copies bytes [at, at + nbytes) of io's input to dst with copy (a piece
+ * without sendbuf: zeros). */
+void ring__io_read(const ring__io_t *io, size_t at, char *dst, size_t nbytes,
+                   void (*copy)(void *, const void *, size_t));
+/* Copies nbytes from src to bytes [at, at + nbytes) of io's output with
+ * copy (a piece without recvbuf: dropped). */
+void ring__io_write(const ring__io_t *io, size_t at, const char *src,
+                    size_t nbytes, void (*copy)(void *, const void *, size_t));
 
 /* ---- allreduce algorithms, one signature (ring/allreduce.c's table) ---- */
-typedef int ring__allreduce_fn(const void *sendbuf, void *recvbuf,
-                               size_t count, ring_dtype_t dtype, ring_op_t op,
-                               MPI_Comm comm, int rank, int size);
+typedef int ring__allreduce_fn(const ring__coll_t *c, const void *sendbuf,
+                               void *recvbuf);
 ring__allreduce_fn ring__allreduce_rdb, ring__allreduce_rhd; /* recursive.c */
+ring__allreduce_fn ring__allreduce_hier;                     /* hier.c */
 
-/* ---- host reduction ---- */
+/* The shared window (shm.c): within one node, or as each node's stage
+ * when c->ctx->cross is set; apply (or NULL) as ring_shm_allreduce_apply.
+ * RING_ERR_ARG, with a message, when a buffer overlaps the slab other
+ * than by starting at it. */
+int ring__shm_run(const ring__coll_t *c, const ring__io_t *io,
+                  const ring_apply_t *apply);
+
+/* ---- host reduction (reduce_host.c): ring__mem_host's arithmetic ---- */
 /* Whether the CPU has AVX and F16C, asked once (x86 only: callers test
  * __x86_64__ first). */
 int ring__have_f16c(void);
-/* dst[i] = a[i] (op) b[i] for i < count; dst may alias a or b. With
- * divisor > 1 (AVERAGE's last step) the result is divided by it before it is
- * rounded to dtype. op must be valid for dtype (checked by the caller). */
 void ring__reduce_host(void *dst, const void *a, const void *b, size_t count,
                        ring_dtype_t dtype, ring_op_t op, int divisor);
-
-/* dst[i] = in[0][i] (op) in[1][i] (op) ... (op) in[n-1][i], n >= 1, read in
- * one pass: half types are widened once and rounded once, at the end. dst
- * may alias any input. divisor as above. */
 void ring__reduce_host_n(void *dst, const void *const *in, int n, size_t count,
                          ring_dtype_t dtype, ring_op_t op, int divisor);
-
-/* buf[i] /= divisor in place, in float for half types (rounded once): the
- * hierarchical AVERAGE, summed in every stage, divided once at the end. */
 void ring__divide_host(void *buf, size_t count, ring_dtype_t dtype,
                        int divisor);
 
 #if HVD_HAVE_CUDA
-/* The same on device memory, as a kernel queued on `stream` (a
+/* ring__reduce_host on device memory, as a kernel queued on `stream` (a
  * cudaStream_t; void * keeps CUDA's headers out of host-only files).
  * RING_ERR_CUDA when the launch fails. */
 int ring__reduce_cuda(void *dst, const void *a, const void *b, size_t count,
@@ -199,6 +317,8 @@ typedef struct {
     int nrecv_steps;
     int nreduce;         /* the first nreduce receive steps reduce */
     int nforward;        /* the first nforward received blocks are sent on */
+    const ring__mem_ops_t *mem; /* src's and buf's kind */
+    size_t segment_bytes;
 } ring__phase_t;
 
 int ring__phase_run(const ring__phase_t *ph);
@@ -209,37 +329,6 @@ int ring__phase_run(const ring__phase_t *ph);
  * copied long before they are reduced and fall out of cache (measured at
  * np=2, 8 MiB: depth 1-2 gives 1.2x MPI_Allreduce, depth 8 0.88x). */
 enum { RING_PIPELINE_DEPTH = 2 };
-
-/* Tuning read once from the environment:
- *   HVD_RING_CHECK           0 | 1: ring__agree's comparison (0)
- *   HVD_ALLREDUCE_ALGO       auto | ring | rdb | rhd    (RING_ALGO_AUTO)
- *   HVD_RING_SEGMENT_BYTES   pipeline segment size      (see status.c)
- *   HVD_RING_SMALL_BYTES     below this, latency algorithms
- *   HVD_SHM_SEGMENT_BYTES    ring_shm_allreduce's segment size
- *   HVD_SHM_STREAM           auto | on | off: how ring_shm_allreduce
- *                            writes what other ranks read (shm.c)
- * A bad value fails every collective with RING_ERR_ARG and a message that
- * names the variable, rather than silently running something else. */
-typedef struct {
-    int check;
-    ring_algo_t algo;
-    size_t segment_bytes;
-    size_t small_bytes;
-    size_t shm_segment_bytes;
-    int shm_stream; /* RING__STREAM_* */
-} ring__tuning_t;
-
-enum { RING__STREAM_AUTO = -1, RING__STREAM_OFF = 0, RING__STREAM_ON = 1 };
-
-int ring__tuning(const ring__tuning_t **tuning);
-/* The same read afresh, not cached: fills *tuning and returns RING_OK, or
- * RING_ERR_ARG after logging the first bad variable (the fields after it
- * are then left as they were). ring__tuning caches its first result;
- * test/fuzz/fuzz_env.c reads many environments in one process. */
-int ring__tuning_parse(ring__tuning_t *tuning);
-
-/* Marks collectives that take no operator in ring__check_args. */
-#define RING__NO_OP ((ring_op_t)-1)
 
 #ifdef __cplusplus
 }

@@ -283,10 +283,13 @@ int ring_shm_slab(ring_shm_t *shm, void **slab, size_t *slab_bytes)
     return RING_OK;
 }
 
-/* One chunk of n elements: src and dst are the caller's buffers at the
- * chunk (src may be the own slab, dst too; then nothing is copied there). */
+/* One chunk of n elements of the call, from its element `first`. src and
+ * dst are the caller's buffers at the chunk when the call has one each
+ * way (src may be the own slab, dst too; then nothing is copied there);
+ * both NULL for pieces, which io reads and writes. */
 typedef struct {
     ring_shm_t *shm;
+    const ring__io_t *io;
     const char *src;
     char *dst;
     size_t n, esize, seg; /* elements; bytes per element; elements per seg */
@@ -299,21 +302,20 @@ typedef struct {
     int nranks;         /* on every node: AVERAGE's divisor across nodes */
     const ring_apply_t *apply; /* NULL, or applied to the own block */
     size_t first;       /* the chunk's first element in the call */
-    int stream;         /* write for the others with non-temporal stores */
+    const ring__mem_ops_t *mem; /* the caller's buffers' kind */
+    /* How this rank writes what the others read (see the top): through
+     * the cache, or with non-temporal stores. */
+    void (*publish)(void *dst, const void *src, size_t nbytes);
+    int stream;
 } ring__shm_chunk_t;
 
-/* Writes what the other ranks read next, the chunk's way. */
-static void ring__shm_publish(const ring__shm_chunk_t *c, char *dst,
-                              const char *src, size_t bytes)
+static void ring__shm_stream_copy(void *dst, const void *src, size_t nbytes)
 {
-    if (c->stream)
-        ring__shm_stream(dst, src, bytes);
-    else
-        memcpy(dst, src, bytes);
+    ring__shm_stream(dst, src, nbytes);
 }
 
-/* Before the counter that says what ring__shm_publish wrote is there:
- * non-temporal stores are not ordered by a release store, so fence them. */
+/* Before the counter that says what publish wrote is there: non-temporal
+ * stores are not ordered by a release store, so fence them. */
 static void ring__shm_publish_fence(const ring__shm_chunk_t *c)
 {
 #if defined(__SSE2__)
@@ -365,6 +367,15 @@ static size_t ring__shm_seg(const ring__shm_chunk_t *c, int b, size_t s,
     return ring__block_offset(c->n, c->shm->size, b) + first;
 }
 
+/* Element `at` of the chunk, as a byte of the whole call (io's offsets). */
+static size_t ring__shm_at(const ring__shm_chunk_t *c, size_t at)
+{
+    return (c->first + at) * c->esize;
+}
+
+/* Copies segment s of every block that is to be read from the slab into
+ * it: all but the own one, which is read where it lies, unless the data
+ * is in pieces (then the own one too). */
 static void ring__shm_post(const ring__shm_chunk_t *c, size_t s)
 {
     ring_shm_t *shm = c->shm;
@@ -372,9 +383,10 @@ static void ring__shm_post(const ring__shm_chunk_t *c, size_t s)
     if (c->src != slab)
         for (int b = 0; b < shm->size; b++) {
             size_t len, at = ring__shm_seg(c, b, s, &len);
-            if (b != shm->rank && len > 0)
-                ring__shm_publish(c, slab + at * c->esize,
-                                  c->src + at * c->esize, len * c->esize);
+            if ((b != shm->rank || !c->src) && len > 0)
+                ring__io_read(c->io, ring__shm_at(c, at),
+                              slab + at * c->esize, len * c->esize,
+                              c->publish);
         }
     ring__shm_publish_fence(c);
     atomic_store_explicit(&shm->ctl[shm->rank]->posted, c->base + s + 1,
@@ -388,29 +400,31 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
     size_t len, at = ring__shm_seg(c, me, s, &len);
     size_t off = at * c->esize;
     char *acc = shm->slab[me] + off;
+    const char *own = c->src ? c->src : shm->slab[me];
     for (int r = 0; r < n; r++)
         if (r != me) ring__shm_wait(&shm->ctl[r]->posted, c->base + s + 1);
     /* Across nodes the block is not final yet: ring__shm_cross ends it
      * and copies it out. */
-    int copy_out = c->cross == MPI_COMM_NULL && c->dst + off != acc;
+    int copy_out = c->cross == MPI_COMM_NULL && (!c->dst || c->dst + off != acc);
     /* Every rank's segment in rank order; the own one from where the
      * caller has it (it may be acc itself: packed). Reduced a tile at a
      * time into the scratch tile, then written to the slab for the
-     * others (the call's way) and copied to dst while still in L1. */
+     * others (the call's way) and copied out while still in L1. */
     size_t tile = RING__SHM_TILE_BYTES / c->esize;
     for (size_t done = 0; done < len; done += tile) {
         size_t k = len - done < tile ? len - done : tile;
         size_t at_tile = off + done * c->esize;
         for (int r = 0; r < n; r++)
-            shm->inputs[r] = r == me ? c->src + at_tile
-                                     : shm->slab[r] + at_tile;
-        ring__reduce_host_n(shm->tile, shm->inputs, n, k, c->dtype, c->op,
-                            c->op == RING_AVERAGE ? n : 1);
+            shm->inputs[r] = r == me ? own + at_tile : shm->slab[r] + at_tile;
+        c->mem->reduce_n(shm->tile, shm->inputs, n, k, c->dtype, c->op,
+                         c->op == RING_AVERAGE ? n : 1);
         if (c->apply)
             c->apply->fn(c->apply->ctx, c->first + at_tile / c->esize,
                          shm->tile, k);
-        ring__shm_publish(c, acc + done * c->esize, shm->tile, k * c->esize);
-        if (copy_out) memcpy(c->dst + at_tile, shm->tile, k * c->esize);
+        c->publish(acc + done * c->esize, shm->tile, k * c->esize);
+        if (copy_out)
+            ring__io_write(c->io, ring__shm_at(c, at + done), shm->tile,
+                           k * c->esize, c->mem->copy);
     }
     ring__shm_publish_fence(c);
     if (c->cross != MPI_COMM_NULL) return;
@@ -426,14 +440,16 @@ static int ring__shm_cross(const ring__shm_chunk_t *c, size_t nseg)
 {
     ring_shm_t *shm = c->shm;
     int me = shm->rank;
-    size_t off = ring__block_offset(c->n, shm->size, me) * c->esize;
+    size_t at = ring__block_offset(c->n, shm->size, me);
     size_t len = ring__block_count(c->n, shm->size, me);
-    char *block = shm->slab[me] + off;
+    char *block = shm->slab[me] + at * c->esize;
     int status = ring_allreduce(block, block, len, c->dtype, c->op, c->cross);
     if (status == RING_OK && c->final_op == RING_AVERAGE)
-        ring__divide_host(block, len, c->dtype, c->nranks);
-    if (status == RING_OK && len > 0 && c->dst + off != block)
-        memcpy(c->dst + off, block, len * c->esize);
+        c->mem->divide(block, len, c->dtype, c->nranks);
+    if (status == RING_OK && len > 0 && (!c->dst || c->dst + at * c->esize !=
+                                                        block))
+        ring__io_write(c->io, ring__shm_at(c, at), block, len * c->esize,
+                       c->mem->copy);
     atomic_store_explicit(&shm->ctl[me]->reduced, c->base + nseg,
                           memory_order_release);
     return status;
@@ -447,8 +463,9 @@ static void ring__shm_gather(const ring__shm_chunk_t *c, size_t s)
         size_t len, at = ring__shm_seg(c, r, s, &len);
         ring__shm_wait(&shm->ctl[r]->reduced, c->base + s + 1);
         if (len > 0)
-            memcpy(c->dst + at * c->esize, shm->slab[r] + at * c->esize,
-                   len * c->esize);
+            ring__io_write(c->io, ring__shm_at(c, at),
+                           shm->slab[r] + at * c->esize, len * c->esize,
+                           c->mem->copy);
     }
 }
 
@@ -491,88 +508,110 @@ static const char *ring__shm_bad_buffer(const ring_shm_t *shm, const void *buf,
     return NULL;
 }
 
-static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
-                               const void *sendbuf, void *recvbuf,
-                               size_t count, ring_dtype_t dtype, ring_op_t op,
-                               const ring_apply_t *apply)
+/* The thin entry points' own checks: sendbuf and recvbuf against the
+ * slab (a context's calls never pass the slab). */
+static int ring__shm_check_buffers(const ring_shm_t *shm, const void *sendbuf,
+                                   const void *recvbuf, size_t count,
+                                   ring_dtype_t dtype)
 {
-    int status;
-    const ring__tuning_t *tuning;
-    if (!shm) {
-        ring__log("ring_shm_allreduce: shm is NULL");
-        return RING_ERR_ARG;
+    size_t nbytes = count * ring_dtype_size(dtype);
+    const char *why = ring__shm_bad_buffer(shm, sendbuf, nbytes);
+    const char *which = "sendbuf";
+    if (!why) {
+        why = ring__shm_bad_buffer(shm, recvbuf, nbytes);
+        which = "recvbuf";
     }
-    status = ring__check_args("ring_shm_allreduce", sendbuf, recvbuf, count,
-                              dtype, op, shm->comm);
-    if (status == RING_OK) status = ring__tuning(&tuning);
-    if (status == RING_OK && apply && !apply->fn) {
-        ring__log("ring_shm_allreduce_apply: apply or apply->fn is NULL");
-        status = RING_ERR_ARG;
-    }
-    size_t esize = ring_dtype_size(dtype), nbytes = count * esize;
-    if (status == RING_OK) {
-        const char *why = ring__shm_bad_buffer(shm, sendbuf, nbytes);
-        const char *which = "sendbuf";
-        if (!why) {
-            why = ring__shm_bad_buffer(shm, recvbuf, nbytes);
-            which = "recvbuf";
-        }
-        if (why) {
-            ring__log("ring_shm_allreduce: %s %s (count=%zu, slab %zu bytes)",
-                      which, why, count, shm->slab_bytes);
-            status = RING_ERR_ARG;
-        }
-    }
-    ring__kind_t kind = cross != MPI_COMM_NULL ? RING__SHM_ALLREDUCE_HIER
-                        : apply                ? RING__SHM_ALLREDUCE_APPLY
-                                               : RING__SHM_ALLREDUCE;
-    ring__call_t call = {.kind = kind,
-                         .count = count,
-                         .dtype = dtype,
-                         .op = op};
-    RING_CHECK(ring__agree_hier(shm->comm, cross, &call, status));
+    if (!why) return RING_OK;
+    ring__log("ring_shm_allreduce: %s %s (count=%zu, slab %zu bytes)", which,
+              why, count, shm->slab_bytes);
+    return RING_ERR_ARG;
+}
+
+int ring__shm_run(const ring__coll_t *c, const ring__io_t *io,
+                  const ring_apply_t *apply)
+{
+    int status = RING_OK;
+    ring_shm_t *shm = c->ctx->shm;
+    MPI_Comm cross = c->ctx->cross;
     int nnodes = 1;
     if (cross != MPI_COMM_NULL) RING_CHECK_MPI(MPI_Comm_size(cross, &nnodes));
-    if (count == 0) goto out;
+    size_t nbytes = c->count * c->esize;
+    if (c->count == 0) goto out;
     /* One rank has nothing to reduce; with apply it still takes the path
      * below, which applies in the slab rather than in recvbuf. */
-    if (shm->size == 1 && !apply) {
+    if (shm->size == 1 && !apply && !io->pieces) {
         if (cross != MPI_COMM_NULL)
-            status = ring_allreduce(sendbuf, recvbuf, count, dtype, op, cross);
-        else if (sendbuf != recvbuf)
-            memcpy(recvbuf, sendbuf, nbytes);
+            status = ring_allreduce(io->sendbuf, io->recvbuf, c->count,
+                                    c->dtype, c->op, cross);
+        else if (io->sendbuf != io->recvbuf)
+            c->mem->copy(io->recvbuf, io->sendbuf, nbytes);
         goto out;
     }
-    ring__shm_chunk_t c = {
+    const ring__tuning_t *tuning = c->tuning;
+    ring__shm_chunk_t ch = {
         .shm = shm,
-        .esize = esize,
-        .seg = tuning->shm_segment_bytes / esize
-                   ? tuning->shm_segment_bytes / esize
+        .io = io,
+        .esize = c->esize,
+        .seg = tuning->shm_segment_bytes / c->esize
+                   ? tuning->shm_segment_bytes / c->esize
                    : 1,
-        .dtype = dtype,
-        .op = cross != MPI_COMM_NULL && op == RING_AVERAGE ? RING_SUM : op,
+        .dtype = c->dtype,
+        .op = cross != MPI_COMM_NULL && c->op == RING_AVERAGE ? RING_SUM
+                                                              : c->op,
         .cross = cross,
-        .final_op = op,
+        .final_op = c->op,
         .nranks = nnodes * shm->size,
         .apply = apply,
+        .mem = c->mem,
     };
     /* Under HVD_SHM_STREAM=auto, small calls go through the cache. */
     int learning = tuning->shm_stream == RING__STREAM_AUTO &&
                    nbytes >= RING__SHM_LEARN_MIN_BYTES;
-    c.stream = learning ? ring__shm_pick_stream(shm)
-                        : tuning->shm_stream == RING__STREAM_ON;
+    ch.stream = learning ? ring__shm_pick_stream(shm)
+                         : tuning->shm_stream == RING__STREAM_ON;
+    ch.publish = ch.stream ? ring__shm_stream_copy : c->mem->copy;
     double start = MPI_Wtime();
-    size_t per_chunk = shm->slab_bytes / esize;
-    for (size_t done = 0; done < count; done += c.n) {
-        c.n = count - done < per_chunk ? count - done : per_chunk;
-        c.src = (const char *)sendbuf + done * esize;
-        c.dst = (char *)recvbuf + done * esize;
-        c.base = shm->nsegs;
-        c.first = done;
-        int chunk_status = ring__shm_chunk(&c);
+    size_t per_chunk = shm->slab_bytes / c->esize;
+    for (size_t done = 0; done < c->count; done += ch.n) {
+        ch.n = c->count - done < per_chunk ? c->count - done : per_chunk;
+        ch.src = io->pieces ? NULL
+                            : (const char *)io->sendbuf + done * c->esize;
+        ch.dst = io->pieces ? NULL : (char *)io->recvbuf + done * c->esize;
+        ch.base = shm->nsegs;
+        ch.first = done;
+        int chunk_status = ring__shm_chunk(&ch);
         if (status == RING_OK) status = chunk_status;
     }
-    if (learning) ring__shm_learn(shm, c.stream, MPI_Wtime() - start, nbytes);
+    if (learning) ring__shm_learn(shm, ch.stream, MPI_Wtime() - start, nbytes);
+out:
+    return status;
+}
+
+/* ---- the window's own entry points ---- */
+
+static int ring__shm_allreduce(ring_shm_t *shm, MPI_Comm cross,
+                               ring__kind_t kind, const char *func,
+                               const void *sendbuf, void *recvbuf,
+                               size_t count, ring_dtype_t dtype, ring_op_t op,
+                               const ring_apply_t *apply)
+{
+    int status = RING_OK;
+    if (!shm) {
+        ring__log("%s: shm is NULL", func);
+        return RING_ERR_ARG;
+    }
+    ring_ctx_t ctx = ring__ctx_wrap(shm->comm, shm->comm, cross, shm);
+    if (apply && !apply->fn) {
+        ring__log("ring_shm_allreduce_apply: apply or apply->fn is NULL");
+        status = RING_ERR_ARG;
+    }
+    if (status == RING_OK)
+        status = ring__shm_check_buffers(shm, sendbuf, recvbuf, count, dtype);
+    ring__coll_t c = {.func = func, .kind = kind, .ctx = &ctx,
+                      .count = count, .dtype = dtype, .op = op};
+    RING_CHECK(ring__begin(&c, sendbuf, recvbuf, status));
+    ring__io_t io = {.sendbuf = sendbuf, .recvbuf = recvbuf};
+    status = ring__shm_run(&c, &io, apply);
 out:
     return status;
 }
@@ -580,7 +619,8 @@ out:
 int ring_shm_allreduce(ring_shm_t *shm, const void *sendbuf, void *recvbuf,
                        size_t count, ring_dtype_t dtype, ring_op_t op)
 {
-    return ring__shm_allreduce(shm, MPI_COMM_NULL, sendbuf, recvbuf, count,
+    return ring__shm_allreduce(shm, MPI_COMM_NULL, RING__SHM_ALLREDUCE,
+                               "ring_shm_allreduce", sendbuf, recvbuf, count,
                                dtype, op, NULL);
 }
 
@@ -590,8 +630,9 @@ int ring_shm_allreduce_apply(ring_shm_t *shm, const void *sendbuf,
 {
     /* A NULL apply is refused inside, where the ranks still agree. */
     static const ring_apply_t none = {NULL, NULL};
-    return ring__shm_allreduce(shm, MPI_COMM_NULL, sendbuf, recvbuf, count,
-                               dtype, op, apply ? apply : &none);
+    return ring__shm_allreduce(shm, MPI_COMM_NULL, RING__SHM_ALLREDUCE_APPLY,
+                               "ring_shm_allreduce_apply", sendbuf, recvbuf,
+                               count, dtype, op, apply ? apply : &none);
 }
 
 int ring_shm_allreduce_hier(ring_shm_t *shm, MPI_Comm cross,
@@ -602,6 +643,7 @@ int ring_shm_allreduce_hier(ring_shm_t *shm, MPI_Comm cross,
         ring__log("ring_shm_allreduce_hier: cross is MPI_COMM_NULL");
         return RING_ERR_ARG;
     }
-    return ring__shm_allreduce(shm, cross, sendbuf, recvbuf, count, dtype,
-                               op, NULL);
+    return ring__shm_allreduce(shm, cross, RING__SHM_ALLREDUCE_HIER,
+                               "ring_shm_allreduce_hier", sendbuf, recvbuf,
+                               count, dtype, op, NULL);
 }

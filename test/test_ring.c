@@ -16,6 +16,11 @@
  * per block.
  * --stream auto|on|off sets HVD_SHM_STREAM, so both ways of writing the
  * shared blocks are tested whatever auto would pick.
+ * --ctx auto|shm|ring tests a context (ring_ctx_create with that
+ * intranode and a slab smaller than the large count): ring_ctx_allreduce,
+ * ring_ctx_allreduce_pieces (pieces of many sizes, in order and laid out
+ * backwards, with a rank giving zeros and one dropping a result), and the
+ * context's other collectives and apply.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv; test/capture.h */
 #include <malloc.h>
@@ -118,13 +123,61 @@ static void expect_status(int got, const char *what)
 /* ---- the collectives ---- */
 
 /* How an allreduce case runs: one of ring's algorithms, or through shared
- * memory (shm set), then with the input packed into the slab or not. */
+ * memory (shm set), then with the input packed into the slab or not, or
+ * through a context (ctx set), whole or in pieces. */
 typedef struct {
     ring_algo_t algo;
     ring_shm_t *shm;
     int packed;
     MPI_Comm node, cross; /* hierarchical when not MPI_COMM_NULL */
+    ring_ctx_t *ctx;
+    int pieces; /* 1: in order; 2: laid out backwards in memory */
 } how_t;
+
+/* The context the other collectives go through, when --ctx is given. */
+static ring_ctx_t *ctx_under_test;
+
+/* Piece sizes, cycled: empty, tiny, odd, and larger than a segment. */
+static const size_t piece_counts[] = {0, 1, 3, 1000, 7, 70000, 2, 4099};
+enum { NPIECE_COUNTS = sizeof piece_counts / sizeof piece_counts[0] };
+
+/* src -> dst (count elements, in the logical order) cut into pieces for
+ * ring_ctx_allreduce_pieces: at least count + 1 of them fit in pieces;
+ * returns how many. Layout 1 puts piece k at its logical offset; layout 2
+ * lays the pieces out backwards, so that in place they tile nothing. On
+ * the last rank piece 1 gives zeros (no sendbuf; *zeroed says where), on
+ * rank 0 piece 2 drops its result (no recvbuf; *dropped says where). */
+typedef struct {
+    size_t first, count;
+} span_t;
+
+static size_t make_pieces(ring_piece_t *pieces, const char *src, char *dst,
+                          size_t count, size_t esize, int layout,
+                          span_t *zeroed, span_t *dropped)
+{
+    size_t n = 0, at = 0;
+    *zeroed = *dropped = (span_t){0, 0};
+    for (size_t k = 0; at < count || k == 0; k++) {
+        size_t c = piece_counts[k % NPIECE_COUNTS];
+        if (c > count - at) c = count - at;
+        /* Backwards: the piece's bytes sit as far from the end as its
+         * logical start is from the beginning. */
+        size_t where = layout == 2 ? count - at - c : at;
+        pieces[n] = (ring_piece_t){src + where * esize, dst + where * esize,
+                                   c};
+        if (k == 1 && rank == size - 1 && size > 1) {
+            pieces[n].sendbuf = NULL;
+            *zeroed = (span_t){where, c};
+        }
+        if (k == 2 && rank == 0 && size > 1) {
+            pieces[n].recvbuf = NULL;
+            *dropped = (span_t){where, c};
+        }
+        n++;
+        at += c;
+    }
+    return n;
+}
 
 static void test_allreduce(const how_t *how, size_t count, ring_dtype_t dtype,
                            ring_op_t op, int inplace)
@@ -142,7 +195,10 @@ static void test_allreduce(const how_t *how, size_t count, ring_dtype_t dtype,
                        "allreduce n=%d count=%zu dtype=%s op=%s inplace=%d ",
                        size, count, ring_dtype_name(dtype), ring_op_name(op),
                        inplace);
-    if (how->shm)
+    if (how->ctx)
+        snprintf(case_name + len, sizeof case_name - (size_t)len,
+                 "ctx pieces=%d", how->pieces);
+    else if (how->shm)
         snprintf(case_name + len, sizeof case_name - (size_t)len,
                  "shm slab=%zu packed=%d%s", slab_bytes, how->packed,
                  how->cross != MPI_COMM_NULL ? " hier" : "");
@@ -152,14 +208,28 @@ static void test_allreduce(const how_t *how, size_t count, ring_dtype_t dtype,
         snprintf(case_name + len, sizeof case_name - (size_t)len, "algo=%s",
                  ring_algo_name(how->algo));
     fill(in, count, dtype, op, rank);
+    /* In pieces, one rank gives zeros for piece 1 (see run_pieces): the
+     * oracle gets zeros there from that rank too. */
+    size_t esize = ring_dtype_size(dtype), npieces = 0;
+    span_t zeroed = {0, 0}, dropped = {0, 0};
+    ring_piece_t *pieces = NULL;
+    char *src = inplace ? out : in, *dst = out;
+    char *oracle_in = malloc(nbytes + 1);
+    memcpy(oracle_in, in, nbytes);
+    if (how->pieces) {
+        pieces = malloc((count + 2) * sizeof *pieces);
+        npieces = make_pieces(pieces, src, dst, count, esize, how->pieces,
+                              &zeroed, &dropped);
+        memset(oracle_in + zeroed.first * esize, 0, zeroed.count * esize);
+    }
 
-    void *wide_in = widen(in, count, dtype), *wide_out = widen(in, count, dtype);
+    void *wide_in = widen(oracle_in, count, dtype);
+    void *wide_out = widen(oracle_in, count, dtype);
     MPI_Allreduce(wide_in, wide_out, (int)count, test_mpi_type(dtype),
                   test_mpi_op(op),
                   MPI_COMM_WORLD);
     narrow(wide_out, want, count, dtype, op);
 
-    char *src = inplace ? out : in, *dst = out;
     memset(out, 0xee, nbytes);
     if (inplace) memcpy(out, in, nbytes);
     if (how->packed) {
@@ -167,7 +237,23 @@ static void test_allreduce(const how_t *how, size_t count, ring_dtype_t dtype,
         src = slab;
         if (inplace) dst = slab;
     }
-    if (how->shm && how->cross != MPI_COMM_NULL)
+    if (how->ctx && how->pieces) {
+        expect_status(ring_ctx_allreduce_pieces(how->ctx, pieces, npieces,
+                                                dtype, op),
+                      "ring_ctx_allreduce_pieces");
+        /* Untouched where the result was dropped, then as everywhere. */
+        for (size_t i = 0; !inplace && i < dropped.count * esize; i++)
+            if ((unsigned char)dst[dropped.first * esize + i] != 0xee) {
+                TEST_FAIL("%s: a dropped piece was written", case_name);
+                break;
+            }
+        memcpy(dst + dropped.first * esize, want + dropped.first * esize,
+               dropped.count * esize);
+    } else if (how->ctx)
+        expect_status(ring_ctx_allreduce(how->ctx, src, dst, count, dtype,
+                                         op),
+                      "ring_ctx_allreduce");
+    else if (how->shm && how->cross != MPI_COMM_NULL)
         expect_status(ring_shm_allreduce_hier(how->shm, how->cross, src, dst,
                                               count, dtype, op),
                       "ring_shm_allreduce_hier");
@@ -186,6 +272,8 @@ static void test_allreduce(const how_t *how, size_t count, ring_dtype_t dtype,
     expect_equal(out, want, count, dtype);
     free(wide_in);
     free(wide_out);
+    free(oracle_in);
+    free(pieces);
     free(in);
     free(out);
     free(want);
@@ -209,8 +297,13 @@ static void test_reduce_scatter(size_t recvcount, ring_dtype_t dtype,
     narrow(wide_out, want, recvcount, dtype, op);
 
     memcpy(out, in, count * esize);
-    expect_status(ring_reduce_scatter(inplace ? out : in, out, recvcount, dtype,
-                                      op, MPI_COMM_WORLD),
+    expect_status(ctx_under_test
+                      ? ring_ctx_reduce_scatter(ctx_under_test,
+                                                inplace ? out : in, out,
+                                                recvcount, dtype, op)
+                      : ring_reduce_scatter(inplace ? out : in, out,
+                                            recvcount, dtype, op,
+                                            MPI_COMM_WORLD),
                   "ring_reduce_scatter");
     char *mine = inplace ? out + (size_t)rank * recvcount * esize : out;
     for (size_t i = 0; i < recvcount * esize; i++) {
@@ -240,8 +333,11 @@ static void test_allgather(size_t sendcount, ring_dtype_t dtype, int inplace)
     memset(out, 0xee, total);
     char *own = out + (size_t)rank * sendcount * esize;
     if (inplace) memcpy(own, in, sendcount * esize);
-    expect_status(ring_allgather(inplace ? own : in, out, sendcount, dtype,
-                                 MPI_COMM_WORLD),
+    expect_status(ctx_under_test
+                      ? ring_ctx_allgather(ctx_under_test, inplace ? own : in,
+                                           out, sendcount, dtype)
+                      : ring_allgather(inplace ? own : in, out, sendcount,
+                                       dtype, MPI_COMM_WORLD),
                   "ring_allgather");
     expect_equal(out, want, sendcount * size, dtype);
     free(in);
@@ -259,7 +355,11 @@ static void test_broadcast(size_t count, ring_dtype_t dtype, int root)
     fill(want, count, dtype, RING_SUM, root);
     if (rank == root) memcpy(buf, want, nbytes);
     else memset(buf, 0xee, nbytes);
-    expect_status(ring_broadcast(buf, count, dtype, root, MPI_COMM_WORLD),
+    expect_status(ctx_under_test
+                      ? ring_ctx_broadcast(ctx_under_test, buf, count, dtype,
+                                           root)
+                      : ring_broadcast(buf, count, dtype, root,
+                                       MPI_COMM_WORLD),
                   "ring_broadcast");
     expect_equal(buf, want, count, dtype);
     free(buf);
@@ -423,23 +523,31 @@ static void apply_double(void *ctx, size_t first, void *data, size_t n)
     }
 }
 
-/* ring_shm_allreduce_apply, float32 sum, out of place, in place and packed
+/* ring_shm_allreduce_apply (shm set) or ring_ctx_allreduce_apply (ctx
+ * set), float32 sum, out of place, in place and, through shm, packed
  * (where the count fits the slab): every rank receives 2 sum + 1 at every
- * element, and each element was applied exactly once over all ranks. */
-static void test_shm_apply(ring_shm_t *shm, const size_t *counts,
-                           size_t ncounts)
+ * element. Through the window each element was applied exactly once over
+ * all ranks; otherwise (a context without one) once on every rank. */
+static void test_apply(ring_shm_t *shm, ring_ctx_t *ctx, const size_t *counts,
+                       size_t ncounts)
 {
     for (size_t c = 0; c < ncounts; c++) {
-        size_t count = counts[c], slab_bytes;
-        float *slab;
-        expect_status(ring_shm_slab(shm, (void **)&slab, &slab_bytes),
-                      "ring_shm_slab");
+        size_t count = counts[c], slab_bytes = 0;
+        float *slab = NULL;
+        const char *algo = shm ? "shm"
+                               : ring_ctx_allreduce_algo(ctx, count,
+                                                         RING_FLOAT32);
+        int times = algo && strcmp(algo, "shm") == 0 ? 1 : size;
+        if (shm)
+            expect_status(ring_shm_slab(shm, (void **)&slab, &slab_bytes),
+                          "ring_shm_slab");
         for (int mode = 0; mode < 3; mode++) {
             if (mode == 2 && count * sizeof(float) > slab_bytes) continue;
-            snprintf(case_name, sizeof case_name, "shm apply n=%d count=%zu "
-                     "%s", size, count,
+            snprintf(case_name, sizeof case_name, "%s apply n=%d count=%zu "
+                     "%s algo=%s", shm ? "shm" : "ctx", size, count,
                      mode == 0 ? "out of place" : mode == 1 ? "in place"
-                                                            : "packed");
+                                                            : "packed",
+                     algo);
             float *in = malloc(count * sizeof(float) + 1);
             float *out = mode == 1 ? in : malloc(count * sizeof(float) + 1);
             float *src = mode == 2 ? slab : in;
@@ -447,29 +555,33 @@ static void test_shm_apply(ring_shm_t *shm, const size_t *counts,
             for (size_t i = 0; i < count; i++)
                 src[i] = (float)input_value(rank, i, RING_FLOAT32, RING_SUM);
             ring_apply_t apply = {apply_double, &seen};
-            expect_status(ring_shm_allreduce_apply(shm, src, out, count,
-                                                   RING_FLOAT32, RING_SUM,
-                                                   &apply),
-                          "ring_shm_allreduce_apply");
+            expect_status(shm ? ring_shm_allreduce_apply(shm, src, out, count,
+                                                         RING_FLOAT32,
+                                                         RING_SUM, &apply)
+                              : ring_ctx_allreduce_apply(ctx, src, out, count,
+                                                         RING_FLOAT32,
+                                                         RING_SUM, &apply),
+                          "allreduce_apply");
             size_t bad = 0;
             for (size_t i = 0; i < count; i++)
                 bad += out[i] != (float)(2 * apply_sum(i) + 1);
             unsigned char *total = calloc(count + 1, 1);
             MPI_Allreduce(seen.calls, total, (int)count, MPI_UNSIGNED_CHAR,
                           MPI_SUM, MPI_COMM_WORLD);
-            size_t not_once = 0;
-            for (size_t i = 0; i < count; i++) not_once += total[i] != 1;
-            if (bad || not_once || seen.wrong || seen.in_recvbuf)
-                TEST_FAIL("%s: %zu elements wrong, %zu not applied exactly "
-                          "once, %zu came in not reduced, data in recvbuf: "
-                          "%d", case_name, bad, not_once, seen.wrong,
-                          seen.in_recvbuf);
+            size_t wrong_times = 0;
+            for (size_t i = 0; i < count; i++) wrong_times += total[i] != times;
+            if (bad || wrong_times || seen.wrong || seen.in_recvbuf)
+                TEST_FAIL("%s: %zu elements wrong, %zu not applied %d "
+                          "time(s), %zu came in not reduced, data in "
+                          "recvbuf: %d", case_name, bad, wrong_times, times,
+                          seen.wrong, seen.in_recvbuf);
             free(total);
             free(seen.calls);
             if (out != in) free(out);
             free(in);
         }
     }
+    if (!shm) return;
     strcpy(case_name, "shm apply NULL");
     float x[4] = {1, 2, 3, 4};
     TEST_SAYS(ring_shm_allreduce_apply(shm, x, x, 4, RING_FLOAT32, RING_SUM,
@@ -498,10 +610,56 @@ static void test_shm(MPI_Comm comm, MPI_Comm cross, const size_t *counts,
                          .cross = cross};
             test_allreduces(&how, counts, ncounts);
         }
-        if (cross == MPI_COMM_NULL) test_shm_apply(shm, counts, ncounts);
+        if (cross == MPI_COMM_NULL) test_apply(shm, NULL, counts, ncounts);
         expect_status(ring_shm_free(&shm), "ring_shm_free");
         TEST_TRUE(shm == NULL);
     }
+}
+
+/* A context with the given intranode and a 64 KiB slab (so that the large
+ * count runs in chunks): every collective through it, the allreduce whole
+ * and in pieces, then its bad arguments. */
+static void test_ctx(ring_intranode_t intranode, const size_t *counts,
+                     size_t ncounts)
+{
+    ring_ctx_opts_t opts = {.slab_bytes = 64 << 10, .intranode = intranode};
+    ring_ctx_t *ctx = NULL;
+    strcpy(case_name, "ring_ctx_create");
+    expect_status(ring_ctx_create(MPI_COMM_WORLD, &opts, &ctx),
+                  "ring_ctx_create");
+    if (!ctx) return;
+    for (int pieces = 0; pieces < 3; pieces++) {
+        how_t how = {.ctx = ctx, .pieces = pieces, .node = MPI_COMM_NULL,
+                     .cross = MPI_COMM_NULL};
+        test_allreduces(&how, counts, ncounts);
+    }
+    ctx_under_test = ctx;
+    test_other_collectives(counts, ncounts);
+    ctx_under_test = NULL;
+    test_apply(NULL, ctx, counts, ncounts);
+
+    float x[4] = {0};
+    ring_ctx_t *none = NULL;
+    strcpy(case_name, "ctx bad arguments");
+    TEST_SAYS(ring_ctx_allreduce(NULL, x, x, 4, RING_FLOAT32, RING_SUM),
+              RING_ERR_ARG, "ring_ctx_allreduce: ctx is NULL\n");
+    TEST_SAYS(ring_ctx_allreduce_pieces(ctx, NULL, 2, RING_FLOAT32,
+                                        RING_SUM),
+              RING_ERR_ARG, "ring_ctx_allreduce_pieces: pieces is NULL\n");
+    TEST_SAYS(ring_ctx_allreduce_apply(ctx, x, x, 4, RING_FLOAT32, RING_SUM,
+                                       NULL),
+              RING_ERR_ARG, "ring_ctx_allreduce_apply: apply or apply->fn "
+                            "is NULL\n");
+    TEST_SAYS(ring_ctx_create(MPI_COMM_NULL, NULL, &none), RING_ERR_ARG,
+              "ring_ctx_create: comm is MPI_COMM_NULL\n");
+    TEST_TRUE(none == NULL);
+    opts.hierarchical = 2;
+    TEST_SAYS(ring_ctx_create(MPI_COMM_WORLD, &opts, &none), RING_ERR_ARG,
+              "ring_ctx_create: hierarchical is neither 0 nor 1\n");
+    strcpy(case_name, "ring_ctx_free");
+    expect_status(ring_ctx_free(&ctx), "ring_ctx_free");
+    TEST_TRUE(ctx == NULL);
+    expect_status(ring_ctx_free(&ctx), "ring_ctx_free(NULL)");
 }
 
 /* Ranks on several nodes (test/netns.sh's fake hosts): shared memory is
@@ -564,9 +722,15 @@ static void test_outside_mpi(const char *state)
 
 int main(int argc, char **argv)
 {
-    int shm = 0, per_node = 0;
+    int shm = 0, per_node = 0, ctx = -1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--shm") == 0) shm = 1;
+        else if (strcmp(argv[i], "--ctx") == 0 && i + 1 < argc) {
+            const char *modes[] = {"auto", "shm", "ring"};
+            for (int m = 0; m < 3; m++)
+                if (strcmp(argv[i + 1], modes[m]) == 0) ctx = m;
+            i++;
+        }
         else if (strcmp(argv[i], "--hier") == 0 && i + 1 < argc)
             per_node = atoi(argv[++i]);
         else if (strcmp(argv[i], "--stream") == 0 && i + 1 < argc)
@@ -600,7 +764,9 @@ int main(int argc, char **argv)
     }
     test_bad_arguments();
     test_shm_span();
-    if (shm) {
+    if (ctx >= 0) {
+        test_ctx((ring_intranode_t)ctx, counts, ncounts);
+    } else if (shm) {
         test_shm(MPI_COMM_WORLD, MPI_COMM_NULL, counts, ncounts);
     } else if (per_node > 0) {
         test_hier(per_node, counts, ncounts);
@@ -617,8 +783,8 @@ int main(int argc, char **argv)
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0)
         printf("test_ring%s n=%d: %s\n",
-               shm ? " --shm" : per_node ? " --hier" : "", size,
-               any ? "FAIL" : "ok");
+               ctx >= 0 ? " --ctx" : shm ? " --shm" : per_node ? " --hier" : "",
+               size, any ? "FAIL" : "ok");
     MPI_Finalize();
     test_outside_mpi("MPI is finalized");
     return test_exit_code();

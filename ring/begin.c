@@ -1,0 +1,83 @@
+/* ring/begin.c: the one opening every collective goes through. It checks
+ * the call (MPI up, communicator, dtype, op, root, buffers and their memory
+ * kind, the tuning variables), has the ranks compare it under
+ * HVD_RING_CHECK, and finds rank and size, so that the collectives
+ * themselves start with their special cases. A rank that refuses its call
+ * has sent nothing. */
+#include "ring/ring_internal.h"
+
+/* What is wrong with the call's arguments, or NULL. */
+static const char *ring__bad_args(const ring__coll_t *c, const void *sendbuf,
+                                  const void *recvbuf)
+{
+    const char *why = NULL;
+    if (c->comm == MPI_COMM_NULL) return "comm is MPI_COMM_NULL";
+    if (ring_dtype_size(c->dtype) == 0) return "unknown dtype";
+    if (c->op != RING__NO_OP && ring_op_name(c->op) == NULL)
+        return "unknown op";
+    if (c->op == RING_AVERAGE && c->dtype >= RING_INT32)
+        return "average is for floating dtypes only (use sum)";
+    if (c->count == 0) return NULL;
+    if (sendbuf == NULL || recvbuf == NULL)
+        return "NULL buffer with count > 0";
+    if (!ring__mem_of(sendbuf, &why) || !ring__mem_of(recvbuf, &why))
+        return why;
+    return NULL;
+}
+
+/* The checks that need the communicator's size, or the tuning. */
+static int ring__check_call(ring__coll_t *c, const void *sendbuf,
+                            const void *recvbuf)
+{
+    int status = ring__check_mpi_up(c->func);
+    if (status != RING_OK) return status;
+    const char *why = ring__bad_args(c, sendbuf, recvbuf);
+    if (why) {
+        ring__log("%s: %s (count=%zu dtype=%d op=%d)", c->func, why,
+                  c->count, (int)c->dtype, (int)c->op);
+        return RING_ERR_ARG;
+    }
+    if ((unsigned)c->algo >= RING_ALGO_COUNT) {
+        ring__log("%s: unknown algorithm %d", c->func, (int)c->algo);
+        return RING_ERR_ARG;
+    }
+    if (c->kind == RING__BROADCAST) {
+        int status_mpi = RING_OK, size;
+        if (MPI_Comm_size(c->comm, &size) != MPI_SUCCESS)
+            status_mpi = RING_ERR_MPI;
+        if (status_mpi == RING_OK && (c->root < 0 || c->root >= size)) {
+            ring__log("%s: root %d is not a rank of a communicator of size "
+                      "%d", c->func, c->root, size);
+            return RING_ERR_ARG;
+        }
+        if (status_mpi != RING_OK) return status_mpi;
+    }
+    status = ring__tuning(&c->tuning);
+    /* AUTO means the variable's choice; the ranks compare the outcome. */
+    if (status == RING_OK && c->kind == RING__ALLREDUCE &&
+        c->algo == RING_ALGO_AUTO)
+        c->algo = c->tuning->algo;
+    c->esize = ring_dtype_size(c->dtype);
+    c->mem = c->count > 0 ? ring__mem_of(sendbuf, &why) : &ring__mem_host;
+    return status;
+}
+
+int ring__begin(ring__coll_t *c, const void *sendbuf, const void *recvbuf,
+                int local)
+{
+    int status = RING_OK;
+    if (!c->ctx) {
+        ring__log("%s: ctx is NULL", c->func);
+        return RING_ERR_ARG;
+    }
+    int hier = c->kind == RING__ALLREDUCE_HIER ||
+               c->kind == RING__SHM_ALLREDUCE_HIER;
+    c->comm = c->ctx->comm;
+    if (local == RING_OK) local = ring__check_call(c, sendbuf, recvbuf);
+    if (hier) local = ring__agree(c->ctx->node, c, local);
+    RING_CHECK(ring__agree(hier ? c->ctx->cross : c->comm, c, local));
+    RING_CHECK_MPI(MPI_Comm_rank(c->comm, &c->rank));
+    RING_CHECK_MPI(MPI_Comm_size(c->comm, &c->size));
+out:
+    return status;
+}

@@ -1,0 +1,149 @@
+/* ring/ctx.c: contexts. ring_ctx_create does once, for a communicator,
+ * what every call would otherwise redo or leave to its caller: check that
+ * the ranks read ring's variables alike, find the nodes, make the
+ * communicators of the hierarchical allreduce and the shared window, and
+ * keep the scratch a fused call packs into. Which algorithm a call takes
+ * is then decided per call from the context (ring/allreduce.c).
+ *
+ * The entry points that take an MPI_Comm wrap it in a context on the
+ * stack (ring__ctx_wrap) that holds nothing: they run over MPI only, as
+ * before contexts existed, and cost no allocation.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "ring/ring_internal.h"
+
+ring_ctx_t ring__ctx_wrap(MPI_Comm comm, MPI_Comm node, MPI_Comm cross,
+                          ring_shm_t *shm)
+{
+    return (ring_ctx_t){.comm = comm, .node = node, .cross = cross,
+                        .shm = shm};
+}
+
+char *ring__ctx_scratch(ring_ctx_t *ctx, size_t nbytes)
+{
+    if (nbytes == 0) nbytes = 1; /* a pointer to hand out all the same */
+    if (nbytes > ctx->scratch_bytes) {
+        char *bigger = realloc(ctx->scratch, nbytes);
+        if (!bigger) return NULL;
+        ctx->scratch = bigger;
+        ctx->scratch_bytes = nbytes;
+    }
+    return ctx->scratch;
+}
+
+/* The nodes: how many, and whether each holds as many ranks. local is
+ * this rank's node. */
+static int ring__ctx_nodes(ring_ctx_t *ctx, MPI_Comm local, int *nnodes,
+                           int *least, int *most)
+{
+    int status = RING_OK, local_rank, local_size, range[2];
+    RING_CHECK_MPI(MPI_Comm_rank(local, &local_rank));
+    RING_CHECK_MPI(MPI_Comm_size(local, &local_size));
+    int first = local_rank == 0;
+    RING_CHECK_MPI(MPI_Allreduce(&first, nnodes, 1, MPI_INT, MPI_SUM,
+                                 ctx->comm));
+    range[0] = local_size;
+    range[1] = -local_size;
+    RING_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT, MPI_MAX,
+                                 ctx->comm));
+    *most = range[0];
+    *least = -range[1];
+out:
+    return status;
+}
+
+/* What opts ask for, given the nodes: the hierarchical communicators and
+ * the window. Every rank reaches the same decisions from the same
+ * numbers. */
+static int ring__ctx_build(ring_ctx_t *ctx, const ring_ctx_opts_t *opts,
+                           MPI_Comm *local)
+{
+    int status = RING_OK, rank, size, nnodes, least, most, local_rank;
+    RING_CHECK_MPI(MPI_Comm_rank(ctx->comm, &rank));
+    RING_CHECK_MPI(MPI_Comm_size(ctx->comm, &size));
+    RING_CHECK_MPI(MPI_Comm_rank(*local, &local_rank));
+    RING_CHECK(ring__ctx_nodes(ctx, *local, &nnodes, &least, &most));
+    if (opts->hierarchical && nnodes > 1 && least != most) {
+        if (rank == 0)
+            ring__log("warning: HVD_HIERARCHICAL_ALLREDUCE=1: nodes hold %d "
+                      "and %d ranks; it needs the same number on every "
+                      "node, so the flat ring runs", most, least);
+    } else if (opts->hierarchical && nnodes > 1) {
+        ctx->node = *local;
+        *local = MPI_COMM_NULL;
+        RING_CHECK_MPI(MPI_Comm_split(ctx->comm, local_rank, rank,
+                                      &ctx->cross));
+    }
+    int hier = ctx->cross != MPI_COMM_NULL;
+    if (opts->intranode == RING_INTRANODE_SHM && nnodes > 1 && !hier) {
+        ring__log("ring_ctx_create: HVD_INTRANODE=shm: the %d ranks span %d "
+                  "nodes; shared memory needs them on one (use auto or "
+                  "ring, or HVD_HIERARCHICAL_ALLREDUCE=1 for it within "
+                  "each node)", size, nnodes);
+        status = RING_ERR_ARG;
+        goto out;
+    }
+    if (opts->intranode == RING_INTRANODE_RING || size == 1 ||
+        (nnodes > 1 && !hier))
+        goto out;
+    size_t slab = opts->slab_bytes > RING_CTX_SLAB_MIN ? opts->slab_bytes
+                                                        : RING_CTX_SLAB_MIN;
+    status = ring_shm_create(hier ? ctx->node : ctx->comm, slab, &ctx->shm);
+out:
+    return status;
+}
+
+int ring_ctx_create(MPI_Comm comm, const ring_ctx_opts_t *opts,
+                    ring_ctx_t **out)
+{
+    int status = RING_OK;
+    ring_ctx_opts_t o = opts ? *opts : (ring_ctx_opts_t){0};
+    MPI_Comm local = MPI_COMM_NULL;
+    ring_ctx_t *ctx = NULL;
+    RING_CHECK(ring__check_mpi_up("ring_ctx_create"));
+    if (!out || comm == MPI_COMM_NULL ||
+        (unsigned)o.intranode >= RING_INTRANODE_COUNT ||
+        (o.hierarchical != 0 && o.hierarchical != 1)) {
+        ring__log("ring_ctx_create: %s",
+                  !out                   ? "ctx is NULL"
+                  : comm == MPI_COMM_NULL ? "comm is MPI_COMM_NULL"
+                  : o.hierarchical != 0 && o.hierarchical != 1
+                      ? "hierarchical is neither 0 nor 1"
+                      : "unknown intranode");
+        return RING_ERR_ARG;
+    }
+    *out = NULL;
+    ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return RING_ERR_NOMEM;
+    *ctx = ring__ctx_wrap(MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, NULL);
+    ctx->intranode = o.intranode;
+    RING_CHECK_MPI(MPI_Comm_dup(comm, &ctx->comm));
+    RING_CHECK(ring__tuning_agree(ctx->comm));
+    RING_CHECK_MPI(MPI_Comm_split_type(ctx->comm, MPI_COMM_TYPE_SHARED, 0,
+                                       MPI_INFO_NULL, &local));
+    RING_CHECK(ring__ctx_build(ctx, &o, &local));
+    *out = ctx;
+    ctx = NULL;
+out:
+    if (local != MPI_COMM_NULL) MPI_Comm_free(&local);
+    if (ctx) ring_ctx_free(&ctx);
+    return status;
+}
+
+int ring_ctx_free(ring_ctx_t **ctxp)
+{
+    int status = RING_OK;
+    ring_ctx_t *ctx = ctxp ? *ctxp : NULL;
+    if (!ctx) return RING_OK;
+    RING_CHECK(ring__check_mpi_up("ring_ctx_free"));
+    RING_CHECK(ring_shm_free(&ctx->shm));
+    MPI_Comm *comms[] = {&ctx->cross, &ctx->node, &ctx->comm};
+    for (int i = 0; i < 3; i++)
+        if (*comms[i] != MPI_COMM_NULL) RING_CHECK_MPI(MPI_Comm_free(comms[i]));
+out:
+    free(ctx->scratch);
+    free(ctx);
+    *ctxp = NULL;
+    return status;
+}
