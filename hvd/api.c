@@ -3,15 +3,30 @@
  * and queue it for the engine thread (hvd/engine.c). */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/api.h"
+#include "hvd/bind.h"
+#include "hvd/engine.h"
+#include "hvd/execute.h"
+#include "hvd/requests.h"
+#include "hvd/timeline.h"
+#include "hvd/topology.h"
 
-/* hvd's statuses are ring's, so ring's pass through unchanged. */
+/* hvd's statuses are ring's, so ring's pass through unchanged; and its
+ * dtypes and ops are ring's, so a request's pass to ring by value. */
 #define HVD__SAME_STATUS(name, value, text)                                    \
     _Static_assert((int)HVD_##name == (int)RING_##name, "status " #name);
 RING_STATUS_MAP(HVD__SAME_STATUS)
 #undef HVD__SAME_STATUS
+#define HVD__SAME(name)                                                        \
+    _Static_assert((int)HVD_##name == (int)RING_##name, #name);
+HVD__SAME(FLOAT32) HVD__SAME(FLOAT64) HVD__SAME(FLOAT16) HVD__SAME(BFLOAT16)
+HVD__SAME(INT32) HVD__SAME(INT64) HVD__SAME(UINT8)
+HVD__SAME(SUM) HVD__SAME(AVERAGE) HVD__SAME(MIN) HVD__SAME(MAX)
+HVD__SAME(PRODUCT)
+#undef HVD__SAME
 
 static enum { HVD__NEW, HVD__UP, HVD__DOWN } hvd__state = HVD__NEW;
 static int hvd__started_mpi; /* we called MPI_Init_thread: we finalise */
@@ -31,40 +46,35 @@ const char *hvd_strerror(int status)
 static int hvd__check_up(const char *func)
 {
     if (hvd__state == HVD__UP) return HVD_OK;
-    fprintf(stderr, "hvd: %s: %s\n", func,
-            hvd__state == HVD__NEW ? "call hvd_init() first"
-                                   : "hvd_shutdown() was called");
+    hvd__log(HVD__LOG_ERROR, "%s: %s", func,
+             hvd__state == HVD__NEW ? "call hvd_init() first"
+                                    : "hvd_shutdown() was called");
     return HVD_ERR_STATE;
 }
 
 /* Every rank's hvd_init fails when one rank's does (rank 0 alone opens the
  * timeline, say): the others would otherwise wait in their first
  * collective for a rank that is not coming. The worst status wins. */
-static int hvd__agree(int status)
+static int hvd__agree(int local)
 {
-    int worst = status;
-    if (MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MIN,
-                      hvd__engine.comm) != MPI_SUCCESS)
-        return HVD_ERR_MPI;
-    if (status == HVD_OK && worst != HVD_OK)
+    int worst = local, status = HVD_OK;
+    HVD_CHECK_MPI(MPI_Allreduce(&local, &worst, 1, MPI_INT, MPI_MIN,
+                                hvd__engine.comm));
+    if (local == HVD_OK && worst != HVD_OK)
         hvd__log(HVD__LOG_ERROR, "hvd_init failed on another rank (%s); "
                  "see its message", hvd_strerror(worst));
-    return worst;
+    status = worst;
+out:
+    return status;
 }
 
-int hvd_init(int *argc, char ***argv)
+/* MPI up at a thread level the engine can use, and this process's rank,
+ * size and communicator (hvd__engine.comm, which the caller frees). */
+static int hvd__start_mpi(int *argc, char ***argv)
 {
-    int status, up = 0, provided;
-    if (hvd__state == HVD__UP) {
-        fprintf(stderr, "hvd: hvd_init: already initialised\n");
-        return HVD_ERR_STATE;
-    }
-    status = hvd__config_read(&hvd__engine.config);
-    if (status != HVD_OK) return status;
-    /* ring's own variables too, which would otherwise fail the first
-     * collective and, with it, the engine. */
-    if (ring_check_env() != RING_OK) return HVD_ERR_ARG;
-    MPI_Initialized(&up);
+    int status = HVD_OK, up = 0, finalized = 0;
+    int provided = MPI_THREAD_SINGLE;
+    HVD_CHECK_MPI(MPI_Initialized(&up));
     if (!up) {
         /* Open MPI spins in blocking waits unless told to yield; the
          * engine's collectives then take the core of another rank's
@@ -72,67 +82,95 @@ int hvd_init(int *argc, char ***argv)
          * setting from the user or mpirun's --mca wins. */
         setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
         /* MULTIPLE, so the program may use MPI beside the engine thread. */
-        if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) !=
-            MPI_SUCCESS)
-            return HVD_ERR_MPI;
+        HVD_CHECK_MPI(
+            MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
         hvd__started_mpi = 1;
     } else {
-        int finalized = 0;
-        MPI_Finalized(&finalized);
+        HVD_CHECK_MPI(MPI_Finalized(&finalized));
         if (finalized) {
-            fprintf(stderr, "hvd: hvd_init: MPI is already finalised\n");
-            return HVD_ERR_STATE;
+            hvd__log(HVD__LOG_ERROR, "hvd_init: MPI is already finalised");
+            status = HVD_ERR_STATE;
+            goto out;
         }
-        MPI_Query_thread(&provided);
+        HVD_CHECK_MPI(MPI_Query_thread(&provided));
     }
     if (provided < MPI_THREAD_SERIALIZED) {
-        fprintf(stderr, "hvd: hvd_init: MPI gives thread level %d; the engine "
-                        "thread needs MPI_THREAD_SERIALIZED or more (start MPI "
-                        "with MPI_Init_thread, or let hvd_init start it)\n",
-                provided);
-        return HVD_ERR_MPI;
+        hvd__log(HVD__LOG_ERROR, "hvd_init: MPI gives thread level %d; the "
+                 "engine thread needs MPI_THREAD_SERIALIZED or more (start "
+                 "MPI with MPI_Init_thread, or let hvd_init start it)",
+                 provided);
+        status = HVD_ERR_MPI;
+        goto out;
     }
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &hvd__engine.comm) != MPI_SUCCESS)
-        return HVD_ERR_MPI;
-    MPI_Comm_rank(hvd__engine.comm, &hvd__engine.rank);
-    MPI_Comm_size(hvd__engine.comm, &hvd__engine.size);
-    status = hvd__topology_init();
-    if (status == HVD_OK && hvd__engine.rank == 0) hvd__config_print();
-    if (status == HVD_OK) {
-        const hvd__topo_t *t = &hvd__topo;
-        int rank = hvd__engine.rank;
-        char place[HVD__PLACE_MAX];
-        int local_size = t->node_size[t->node_idx[rank]], single;
-        /* Before the engine thread starts, which then inherits it. */
-        hvd__bind(hvd__engine.config.bind, t->local_rank[rank], local_size,
-                  place, sizeof place);
-        status = hvd__own_pus(hvd__engine.comm, t->node_idx, local_size,
-                              &hvd__engine.own_cores, &single,
-                              &hvd__engine.spare_pus);
-        hvd__engine.shares_core = hvd__engine.own_cores && single;
-        if (hvd__engine.shares_core) {
-            size_t used = strlen(place);
-            snprintf(place + used, sizeof place - used,
-                     "; engine in SCHED_BATCH");
-        }
-        if (status == HVD_OK) status = hvd__topology_log(place);
+    HVD_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &hvd__engine.rank));
+    HVD_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &hvd__engine.size));
+    hvd__log_rank = hvd__engine.rank;
+    HVD_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &hvd__engine.comm));
+out:
+    return status;
+}
+
+/* Everything the engine needs before it starts, each step collective
+ * over hvd__engine.comm and taken only while the last succeeded (so the
+ * ranks still take the same steps). What it made is freed by hvd_init's
+ * failure path, or at shutdown. */
+static int hvd__setup(void)
+{
+    const hvd__topo_t *t = &hvd__topo;
+    int rank = hvd__engine.rank, single;
+    char place[HVD__PLACE_MAX];
+    /* First: ranks that disagree on these would hang in the first
+     * collective whose messages they pair differently (the shared window
+     * one rank makes and the other does not). */
+    int status = hvd__config_agree(hvd__engine.comm, &hvd__engine.config);
+    if (status == HVD_OK) status = hvd__topology_init(hvd__engine.comm);
+    if (status != HVD_OK) return status;
+    if (rank == 0) hvd__config_print(&hvd__engine.config);
+    int local_size = t->node_size[t->node_idx[rank]];
+    /* Before the engine thread starts, which then inherits it. */
+    hvd__bind(hvd__engine.config.bind, t->local_rank[rank], local_size, place,
+              sizeof place);
+    status = hvd__own_pus(hvd__engine.comm, t->node_idx, local_size,
+                          &hvd__engine.own_cores, &single,
+                          &hvd__engine.spare_pus);
+    hvd__engine.shares_core = hvd__engine.own_cores && single;
+    if (hvd__engine.shares_core) {
+        size_t used = strlen(place);
+        snprintf(place + used, sizeof place - used, "; engine in SCHED_BATCH");
     }
+    if (status == HVD_OK) status = hvd__topology_log(hvd__engine.comm, place);
     if (status == HVD_OK) status = hvd__execute_init();
-    if (status == HVD_OK && hvd__engine.rank == 0 &&
-        hvd__engine.config.timeline[0])
+    if (status == HVD_OK && rank == 0 && hvd__engine.config.timeline[0])
         status = hvd__timeline_open(hvd__engine.config.timeline);
-    status = hvd__agree(status);
-    if (status == HVD_OK) status = hvd__engine_start();
-    if (status != HVD_OK) {
-        hvd__timeline_close();
-        hvd__execute_free();
-        hvd__topology_free();
-        MPI_Comm_free(&hvd__engine.comm);
-        return status;
+    return status;
+}
+
+int hvd_init(int *argc, char ***argv)
+{
+    int status;
+    if (hvd__state == HVD__UP) {
+        hvd__log(HVD__LOG_ERROR, "hvd_init: already initialised");
+        return HVD_ERR_STATE;
     }
+    status = hvd__config_read(&hvd__engine.config);
+    if (status != HVD_OK) return status;
+    /* ring's own variables too, which would otherwise fail the first
+     * collective and, with it, the engine. */
+    if (ring_check_env() != RING_OK) return HVD_ERR_ARG;
+    status = hvd__start_mpi(argc, argv);
+    if (status != HVD_OK) return status;
+    status = hvd__agree(hvd__setup());
+    if (status == HVD_OK) status = hvd__engine_start();
+    if (status != HVD_OK) goto err_free_setup;
     memset(hvd__unnamed_seq, 0, sizeof hvd__unnamed_seq);
     hvd__state = HVD__UP;
     return HVD_OK;
+err_free_setup:
+    hvd__timeline_close();
+    hvd__execute_free();
+    hvd__topology_free();
+    MPI_Comm_free(&hvd__engine.comm);
+    return status;
 }
 
 int hvd_shutdown(void)
@@ -142,8 +180,9 @@ int hvd_shutdown(void)
     status = hvd__engine_stop();
     hvd__state = HVD__DOWN;
     hvd__topology_free();
-    MPI_Comm_free(&hvd__engine.comm);
-    if (hvd__started_mpi) MPI_Finalize();
+    HVD_CHECK_MPI(MPI_Comm_free(&hvd__engine.comm));
+    if (hvd__started_mpi) HVD_CHECK_MPI(MPI_Finalize());
+out:
     hvd__started_mpi = 0;
     return status;
 }
@@ -167,7 +206,7 @@ HVD__TOPOLOGY(hvd_cross_size, hvd__topo.nnodes)
 
 static int hvd__bad(const char *func, const char *why)
 {
-    fprintf(stderr, "hvd: %s: %s\n", func, why);
+    hvd__log(HVD__LOG_ERROR, "%s: %s", func, why);
     return HVD_ERR_ARG;
 }
 
@@ -219,7 +258,7 @@ static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
     h->sendbuf = sendbuf;
     h->recvbuf = recvbuf;
     if (apply) h->apply = *apply;
-    status = hvd__engine_submit(h);
+    status = hvd__request_queue(h);
     if (status != HVD_OK) {
         free(h);
         return status;
@@ -228,11 +267,18 @@ static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
     return HVD_OK;
 }
 
+/* While waits may spin: whether other threads want this PU (mu held). */
+static void hvd__watch_contention(void)
+{
+    if (hvd__engine.spare_pus && hvd__engine.config.spin_s > 0)
+        hvd__contention_check(&hvd__engine.contention);
+}
+
 int hvd_wait(hvd_handle_t handle)
 {
     if (!handle) return HVD_ERR_ARG;
     pthread_mutex_lock(&hvd__engine.mu);
-    hvd__contention_check();
+    hvd__watch_contention();
     if (!handle->done) {
         hvd__engine.waiters++; /* ends the engine's wait for more requests */
         pthread_cond_signal(&hvd__engine.wake_cv);
@@ -260,7 +306,7 @@ int hvd_poll(hvd_handle_t handle)
 {
     if (!handle) return HVD_ERR_ARG;
     pthread_mutex_lock(&hvd__engine.mu);
-    hvd__contention_check(); /* a caller may poll instead of waiting */
+    hvd__watch_contention(); /* a caller may poll instead of waiting */
     int done = handle->done;
     pthread_mutex_unlock(&hvd__engine.mu);
     if (!done) {

@@ -33,7 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/bind.h"
 
 /* This rank's share [*lo, *hi) of n objects. */
 static void hvd__share(int local_rank, int local_size, int n, int *lo,
@@ -175,27 +175,29 @@ int hvd__own_pus(MPI_Comm comm, const int *node_idx, int local_size,
 {
     *own = *single = *spare = 0;
 #ifdef __linux__
-    int rank, size, overlap = 0;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-    cpu_set_t mine, both, *all = malloc((size_t)size * sizeof *all);
-    if (!all) return HVD_ERR_NOMEM;
-    if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_ZERO(&mine);
-    if (MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all,
-                      (int)sizeof mine, MPI_BYTE, comm) != MPI_SUCCESS) {
-        free(all);
-        return HVD_ERR_MPI;
+    int rank, size, overlap = 0, status = HVD_OK;
+    cpu_set_t mine, both, *all = NULL;
+    HVD_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    HVD_CHECK_MPI(MPI_Comm_size(comm, &size));
+    if (!(all = malloc((size_t)size * sizeof *all))) {
+        status = HVD_ERR_NOMEM;
+        goto out;
     }
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_ZERO(&mine);
+    HVD_CHECK_MPI(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all,
+                                (int)sizeof mine, MPI_BYTE, comm));
     for (int r = 0; r < size; r++) {
         if (r == rank || node_idx[r] != node_idx[rank]) continue;
         CPU_AND(&both, &mine, &all[r]);
         overlap |= CPU_COUNT(&both) > 0;
     }
-    free(all);
     int n = CPU_COUNT(&mine);
     *own = n > 0 && (!overlap || n >= local_size);
     *single = n == 1;
     *spare = n >= (overlap ? 2 * local_size : 2);
+out:
+    free(all);
+    return status;
 #else
     (void)comm;
     (void)node_idx;

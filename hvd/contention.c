@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/contention.h"
 
 enum { HVD__SCHEDSTAT_MAX = 128 };
 
@@ -77,21 +77,19 @@ int hvd__contention_feed(hvd__contention_t *c, hvd__contention_window_t *w,
     return turned_off;
 }
 
-void hvd__contention_check(void)
+void hvd__contention_check(hvd__contention_t *c)
 {
     /* Each thread's own window: run_delay is per thread. */
     static _Thread_local hvd__contention_window_t window;
-    if (!hvd__engine.spare_pus || hvd__engine.config.spin_s <= 0) return;
     double now = hvd__now(), delay_s;
     if (window.start > 0 && now - window.start < HVD__CONTENTION_WINDOW_S)
         return;
     if (hvd__read_run_delay(&delay_s) != HVD_OK) return;
     hvd__contention_window_t closed = window;
-    if (hvd__contention_feed(&hvd__engine.contention, &window, now, delay_s))
+    if (hvd__contention_feed(c, &window, now, delay_s))
         hvd__log(HVD__LOG_DEBUG,
                  "this thread waited for a PU %.0f%% of the last %.0f ms: "
                  "waits sleep instead of spinning for %.1f s",
                  100 * (delay_s - closed.delay_s) / (now - closed.start),
-                 1e3 * (now - closed.start),
-                 hvd__engine.contention.off_until - now);
+                 1e3 * (now - closed.start), c->off_until - now);
 }

@@ -1,5 +1,5 @@
-/* hvd/coordinator.c: the slow path of negotiation, and the byte formats of
- * what ranks exchange on it.
+/* hvd/coordinator.c: the slow path of negotiation (the plan's container
+ * and byte formats are hvd/plan.c's).
  *
  * Each rank sends rank 0 the requests it has not sent before, and whether
  * it has joined. Rank 0 keeps a table, in order of first arrival, of names
@@ -11,151 +11,10 @@
  * HVD_STALL_CHECK_TIME are reported with the ranks that are missing; past
  * HVD_STALL_SHUTDOWN_TIME a stall response stops every rank's engine.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "hvd/hvd_internal.h"
-
-/* ---- plans ---- */
-
-void hvd__plan_free(hvd__plan_t *plan)
-{
-    for (size_t i = 0; i < plan->len; i++) free(plan->items[i].descs);
-    free(plan->items);
-    *plan = (hvd__plan_t){0};
-}
-
-hvd__response_t *hvd__plan_add(hvd__plan_t *plan, int status, int ndescs)
-{
-    if (plan->len == plan->cap) {
-        size_t cap = plan->cap ? 2 * plan->cap : 16;
-        hvd__response_t *items = realloc(plan->items, cap * sizeof *items);
-        if (!items) return NULL;
-        plan->items = items;
-        plan->cap = cap;
-    }
-    hvd__response_t *r = &plan->items[plan->len];
-    memset(r, 0, sizeof *r);
-    r->descs = calloc((size_t)ndescs + 1, sizeof *r->descs);
-    if (!r->descs) return NULL;
-    r->head.status = status;
-    r->head.ndescs = ndescs;
-    plan->len++;
-    return r;
-}
-
-/* ---- byte formats ---- */
-
-/* A desc from another rank is checked before use: a NUL-terminated name,
- * known kind, dtype and op, a count whose bytes fit a size_t (fusion adds
- * them up), and a root that is a rank (rank 0 indexes its per-rank tables
- * with it, and every rank its ring order). */
-static int hvd__desc_valid(const hvd__desc_t *d)
-{
-    size_t esize = ring_dtype_size((ring_dtype_t)d->dtype);
-    return memchr(d->name, '\0', sizeof d->name) != NULL && d->kind >= 0 &&
-           d->kind < HVD__KIND_COUNT && esize != 0 &&
-           d->count <= SIZE_MAX / esize &&
-           ring_op_name((ring_op_t)d->op) != NULL && d->root >= 0 &&
-           d->root < hvd__engine.size;
-}
-
-typedef struct {
-    int32_t joined, n;
-} hvd__requests_head_t;
-
-int hvd__encode_requests(hvd_handle_t *reqs, size_t n, int joined,
-                         char **bytes, size_t *nbytes)
-{
-    hvd__requests_head_t head = {joined, (int32_t)n};
-    *nbytes = sizeof head + n * sizeof(hvd__desc_t);
-    *bytes = malloc(*nbytes);
-    if (!*bytes) return HVD_ERR_NOMEM;
-    memcpy(*bytes, &head, sizeof head);
-    for (size_t i = 0; i < n; i++)
-        memcpy(*bytes + sizeof head + i * sizeof(hvd__desc_t), &reqs[i]->desc,
-               sizeof(hvd__desc_t));
-    return HVD_OK;
-}
-
-int hvd__decode_requests(const char *bytes, size_t nbytes, int *joined,
-                         hvd__desc_t **descs, size_t *n)
-{
-    hvd__requests_head_t head;
-    if (nbytes < sizeof head) return HVD_ERR_ARG;
-    memcpy(&head, bytes, sizeof head);
-    if (head.n < 0 ||
-        nbytes != sizeof head + (size_t)head.n * sizeof(hvd__desc_t))
-        return HVD_ERR_ARG;
-    *descs = malloc((size_t)head.n * sizeof **descs + 1);
-    if (!*descs) return HVD_ERR_NOMEM;
-    memcpy(*descs, bytes + sizeof head, (size_t)head.n * sizeof **descs);
-    for (int32_t i = 0; i < head.n; i++) {
-        if (!hvd__desc_valid(&(*descs)[i])) {
-            free(*descs);
-            *descs = NULL;
-            return HVD_ERR_ARG;
-        }
-    }
-    *joined = head.joined != 0;
-    *n = (size_t)head.n;
-    return HVD_OK;
-}
-
-int hvd__encode_plan(const hvd__plan_t *plan, char **bytes, size_t *nbytes)
-{
-    int32_t n = (int32_t)plan->len;
-    size_t total = sizeof n;
-    for (size_t i = 0; i < plan->len; i++)
-        total += sizeof(hvd__response_head_t) +
-                 (size_t)plan->items[i].head.ndescs * sizeof(hvd__desc_t);
-    char *p = *bytes = malloc(total);
-    if (!p) return HVD_ERR_NOMEM;
-    memcpy(p, &n, sizeof n);
-    p += sizeof n;
-    for (size_t i = 0; i < plan->len; i++) {
-        const hvd__response_t *r = &plan->items[i];
-        memcpy(p, &r->head, sizeof r->head);
-        p += sizeof r->head;
-        memcpy(p, r->descs, (size_t)r->head.ndescs * sizeof(hvd__desc_t));
-        p += (size_t)r->head.ndescs * sizeof(hvd__desc_t);
-    }
-    *nbytes = total;
-    return HVD_OK;
-}
-
-int hvd__decode_plan(const char *bytes, size_t nbytes, hvd__plan_t *plan)
-{
-    int32_t n;
-    size_t at = sizeof n;
-    *plan = (hvd__plan_t){0};
-    if (nbytes < sizeof n) return HVD_ERR_ARG;
-    memcpy(&n, bytes, sizeof n);
-    for (int32_t i = 0; n >= 0 && i < n; i++) {
-        hvd__response_head_t head;
-        if (nbytes - at < sizeof head) goto bad;
-        memcpy(&head, bytes + at, sizeof head);
-        at += sizeof head;
-        if (head.ndescs < 0 ||
-            (size_t)head.ndescs > (nbytes - at) / sizeof(hvd__desc_t) ||
-            !memchr(head.message, '\0', sizeof head.message))
-            goto bad;
-        hvd__response_t *r = hvd__plan_add(plan, head.status, head.ndescs);
-        if (!r) {
-            hvd__plan_free(plan);
-            return HVD_ERR_NOMEM;
-        }
-        r->head = head;
-        memcpy(r->descs, bytes + at, (size_t)head.ndescs * sizeof *r->descs);
-        at += (size_t)head.ndescs * sizeof *r->descs;
-        for (int32_t d = 0; d < head.ndescs; d++)
-            if (!hvd__desc_valid(&r->descs[d])) goto bad;
-    }
-    if (n < 0 || at != nbytes) goto bad;
-    return HVD_OK;
-bad:
-    hvd__plan_free(plan);
-    return HVD_ERR_ARG;
-}
+#include "hvd/coordinator.h"
 
 /* ---- rank 0's table ---- */
 
@@ -417,16 +276,15 @@ int hvd__coordinate(hvd__list_t *pending, int joined, hvd__plan_t *plan)
             goto out;
         }
     }
-#define HVD__MPI(call)                                                         \
+    /* Each step posts a non-blocking call and waits for it in
+     * hvd__mpi_wait, which naps instead of taking a core. */
+#define HVD__POST_WAIT(call)                                                \
     do {                                                                       \
-        if ((call) != MPI_SUCCESS) {                                           \
-            status = HVD_ERR_MPI;                                              \
-            goto out;                                                          \
-        }                                                                      \
+        HVD_CHECK_MPI(call);                                                   \
         if ((status = hvd__mpi_wait(&req)) != HVD_OK) goto out;                \
     } while (0)
-    HVD__MPI(MPI_Igather(&nbytes_int, 1, MPI_INT, sizes, 1, MPI_INT, root,
-                         hvd__engine.comm, &req));
+    HVD__POST_WAIT(MPI_Igather(&nbytes_int, 1, MPI_INT, sizes, 1, MPI_INT,
+                               root, hvd__engine.comm, &req));
     if (is_root) {
         size_t total = 0;
         for (int r = 0; r < size; r++) {
@@ -439,8 +297,9 @@ int hvd__coordinate(hvd__list_t *pending, int joined, hvd__plan_t *plan)
             goto out;
         }
     }
-    HVD__MPI(MPI_Igatherv(mine, nbytes_int, MPI_BYTE, all, sizes, displs,
-                          MPI_BYTE, root, hvd__engine.comm, &req));
+    HVD__POST_WAIT(MPI_Igatherv(mine, nbytes_int, MPI_BYTE, all, sizes,
+                                displs, MPI_BYTE, root, hvd__engine.comm,
+                                &req));
     if (is_root) {
         hvd__plan_t decided = {0};
         double now = hvd__now();
@@ -453,8 +312,8 @@ int hvd__coordinate(hvd__list_t *pending, int joined, hvd__plan_t *plan)
     /* A plan size of -1 tells the others that rank 0 failed, so that no
      * rank waits for a plan that will not come. */
     int nplanned_int = status == HVD_OK ? (int)nplanned : -1;
-    HVD__MPI(MPI_Ibcast(&nplanned_int, 1, MPI_INT, root, hvd__engine.comm,
-                        &req));
+    HVD__POST_WAIT(MPI_Ibcast(&nplanned_int, 1, MPI_INT, root,
+                              hvd__engine.comm, &req));
     if (nplanned_int < 0) {
         if (status == HVD_OK) status = HVD_ERR_MPI;
         goto out;
@@ -464,9 +323,9 @@ int hvd__coordinate(hvd__list_t *pending, int joined, hvd__plan_t *plan)
         status = HVD_ERR_NOMEM;
         goto out;
     }
-    HVD__MPI(MPI_Ibcast(planned, nplanned_int, MPI_BYTE, root,
-                        hvd__engine.comm, &req));
-#undef HVD__MPI
+    HVD__POST_WAIT(MPI_Ibcast(planned, nplanned_int, MPI_BYTE, root,
+                              hvd__engine.comm, &req));
+#undef HVD__POST_WAIT
     status = hvd__decode_plan(planned, (size_t)nplanned_int, plan);
 out:
     free(mine);

@@ -33,161 +33,17 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
-#include "hvd/hvd_internal.h"
-
-hvd__engine_t hvd__engine = {
-    .mu = PTHREAD_MUTEX_INITIALIZER,
-    .wake_cv = PTHREAD_COND_INITIALIZER,
-    .done_cv = PTHREAD_COND_INITIALIZER,
-};
-
-const char *hvd__kind_name(int kind)
-{
-    static const char *const names[HVD__KIND_COUNT] = {
-        "allreduce", "broadcast", "allgather", "barrier", "join",
-        "allreduce_apply"};
-    return kind >= 0 && kind < HVD__KIND_COUNT ? names[kind] : "unknown";
-}
-
-/* ---- pending requests ---- */
-
-int hvd__pending_add(hvd__list_t *list, hvd_handle_t h)
-{
-    if (list->len == list->cap) {
-        size_t cap = list->cap ? 2 * list->cap : 64;
-        hvd_handle_t *items = realloc(list->items, cap * sizeof *items);
-        if (!items) return HVD_ERR_NOMEM;
-        list->items = items;
-        list->cap = cap;
-    }
-    if (hvd__index_put(&list->by_name, h->desc.name, h) != HVD_OK)
-        return HVD_ERR_NOMEM;
-    h->pending_pos = list->len;
-    list->items[list->len++] = h;
-    return HVD_OK;
-}
-
-hvd_handle_t hvd__pending_take(hvd__list_t *list, const char *name)
-{
-    hvd_handle_t h = hvd__index_get(&list->by_name, name);
-    if (h) {
-        hvd__index_del(&list->by_name, name);
-        list->items[h->pending_pos] = NULL;
-    }
-    return h;
-}
-
-void hvd__pending_compact(hvd__list_t *list)
-{
-    size_t kept = 0;
-    for (size_t i = 0; i < list->len; i++) {
-        hvd_handle_t h = list->items[i];
-        if (!h) continue;
-        h->pending_pos = kept;
-        list->items[kept++] = h;
-    }
-    list->len = kept;
-}
-
-void hvd__pending_free(hvd__list_t *list)
-{
-    free(list->items);
-    hvd__index_free(&list->by_name);
-    *list = (hvd__list_t){0};
-}
-
-/* ---- submission and completion ---- */
-
-int hvd__engine_submit(hvd_handle_t h)
-{
-    int status = HVD_OK;
-    pthread_mutex_lock(&hvd__engine.mu);
-    if (hvd__engine.stalled) {
-        status = HVD_ERR_STALL;
-    } else if (hvd__index_get(&hvd__engine.inflight, h->desc.name)) {
-        fprintf(stderr, "hvd[%d]: %s '%s' is already in flight on this rank: "
-                        "wait for it before making it again\n",
-                hvd__engine.rank, hvd__kind_name(h->desc.kind), h->desc.name);
-        status = HVD_ERR_STATE;
-    } else {
-        status = hvd__index_put(&hvd__engine.inflight, h->desc.name, h);
-    }
-    if (status == HVD_OK) {
-        hvd__chain_link(&hvd__engine.chain, &h->desc, h->sendbuf, h->recvbuf);
-        h->next = NULL;
-        *hvd__engine.incoming_tail = h;
-        hvd__engine.incoming_tail = &h->next;
-        hvd__engine.nsubmitted++;
-        pthread_cond_signal(&hvd__engine.wake_cv);
-    }
-    pthread_mutex_unlock(&hvd__engine.mu);
-    return status;
-}
-
-void hvd__complete_many(hvd_handle_t *hs, size_t n, int status)
-{
-    /* One lock and at most one wake-up for a whole fused group, and none
-     * when no caller sleeps on these handles: a caller waiting on a later
-     * tensor (the optimizer's step waits on the first layer, reduced last)
-     * woke for nothing and took the core from the engine mid-step. */
-    int wake = 0;
-    pthread_mutex_lock(&hvd__engine.mu);
-    for (size_t i = 0; i < n; i++) {
-        if (!hs[i]) continue;
-        hvd__index_del(&hvd__engine.inflight, hs[i]->desc.name);
-        hs[i]->status = status;
-        hs[i]->done = 1;
-        wake |= hs[i]->waited;
-    }
-    if (wake) pthread_cond_broadcast(&hvd__engine.done_cv);
-    pthread_mutex_unlock(&hvd__engine.mu);
-}
-
-void hvd__complete(hvd_handle_t h, int status)
-{
-    hvd__complete_many(&h, 1, status);
-}
-
-int hvd__mpi_wait(MPI_Request *request)
-{
-    /* Test, then sleep: other ranks may be a cycle or a backward pass
-     * behind, and a busy wait would take their core from the training
-     * threads. Every wake-up preempts a training thread too (with a 10 us
-     * nap that was 5,000 preemptions a second and a cnn 25% slower), so
-     * the naps grow by a quarter each time, from 5 us to 1 ms: a wait is
-     * noticed at most a quarter of its length late (1 ms past 4 ms), and
-     * a long one costs a few dozen wake-ups. The engine thread's timer
-     * slack is cut (hvd__engine_main), else each nap would last 50 us more
-     * than asked. */
-    long nap_ns = 5000;
-    for (;;) {
-        int done = 0;
-        if (MPI_Test(request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            return HVD_ERR_MPI;
-        if (done) return HVD_OK;
-        /* Unless this rank's caller is blocked in hvd_wait and the node has
-         * a core per rank: then the core is ours while it waits, and naps
-         * only made it late (a 2-rank mlp step spent 120 us more in its
-         * optimizer step than with polling). The caller's flag is read
-         * without the lock: a stale value costs one nap or one poll. */
-        if (hvd__engine.own_cores && atomic_load_explicit(
-                &hvd__engine.waiters, memory_order_relaxed) > 0) {
-            sched_yield();
-            continue;
-        }
-        struct timespec nap = {0, nap_ns};
-        nanosleep(&nap, NULL);
-        nap_ns += nap_ns / 4;
-        if (nap_ns > 1000000) nap_ns = 1000000;
-    }
-}
+#include "hvd/engine.h"
+#include "hvd/bind.h"
+#include "hvd/coordinator.h"
+#include "hvd/execute.h"
+#include "hvd/timeline.h"
 
 /* ---- the response cache (engine only) ---- */
 
@@ -369,14 +225,13 @@ static int hvd__cycle(hvd__loop_t *loop)
     hvd__bits_t bits, all;
     MPI_Request request;
     double now = hvd__now();
-    int status;
+    int status = HVD_OK;
 
     hvd__take_incoming(loop, now);
     hvd__fill_bits(loop, &bits, now);
     loop->ran = 0;
-    if (MPI_Iallreduce(&bits, &all, sizeof bits / 8, MPI_UINT64_T, MPI_BAND,
-                       hvd__engine.comm, &request) != MPI_SUCCESS)
-        return HVD_ERR_MPI;
+    HVD_CHECK_MPI(MPI_Iallreduce(&bits, &all, sizeof bits / 8, MPI_UINT64_T,
+                                 MPI_BAND, hvd__engine.comm, &request));
     if ((status = hvd__mpi_wait(&request)) != HVD_OK) return status;
 
     /* Invalidated entries leave the cache on every rank at once; their
@@ -401,7 +256,8 @@ static int hvd__cycle(hvd__loop_t *loop)
     hvd__pending_compact(&loop->pending);
     loop->shutdown = (all.and_flags & HVD__AND_SHUTDOWN) != 0;
     loop->all_busy = (all.and_flags & HVD__AND_BUSY) != 0;
-    return HVD_OK;
+out:
+    return status;
 }
 
 /* Completes everything pending and queued with `status`. */

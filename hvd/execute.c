@@ -12,7 +12,9 @@
  * on when it makes it. */
 #include <stdlib.h>
 #include <string.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/execute.h"
+#include "hvd/timeline.h"
+#include "hvd/topology.h"
 
 _Static_assert((int)HVD__INTRANODE_AUTO == (int)RING_INTRANODE_AUTO &&
                    (int)HVD__INTRANODE_SHM == (int)RING_INTRANODE_SHM &&

@@ -2,9 +2,10 @@
  * by name costs the same with 10 or 10,000 in flight. Open addressing with
  * linear probing; keys are not copied (they live in the requests or cache
  * entries the values belong to). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/index.h"
 
 static const char hvd__deleted[] = "";
 

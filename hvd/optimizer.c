@@ -17,7 +17,8 @@
  * arrays and a step callback. */
 #include <stdlib.h>
 #include <string.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/api.h"
+#include "hvd/config.h"
 
 struct hvd_dist_opt {
     hvd_optimizer_t inner;
@@ -86,15 +87,15 @@ int hvd_dist_opt_create(hvd_dist_opt_t **optp, hvd_optimizer_t inner,
     if (!optp || !inner.step || (ntensors && (!names || !grads || !counts)) ||
         o->backward_passes_per_step < 1 ||
         (o->op != HVD_AVERAGE && o->op != HVD_SUM)) {
-        fprintf(stderr, "hvd: hvd_dist_opt_create: invalid argument (NULL "
-                        "array or step, backward_passes_per_step < 1, or an "
-                        "op other than average or sum)\n");
+        hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_create: invalid argument "
+                 "(NULL array or step, backward_passes_per_step < 1, or an "
+                 "op other than average or sum)");
         return HVD_ERR_ARG;
     }
     if (o->shard_params && (!inner.update || o->fp16_compression)) {
-        fprintf(stderr, "hvd: hvd_dist_opt_create: shard_params needs %s\n",
-                !inner.update ? "inner.update"
-                              : "float32 gradients (not fp16_compression)");
+        hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_create: shard_params needs %s",
+                 !inner.update ? "inner.update"
+                               : "float32 gradients (not fp16_compression)");
         return HVD_ERR_ARG;
     }
     hvd_dist_opt_t *opt = calloc(1, sizeof *opt);
@@ -114,12 +115,11 @@ int hvd_dist_opt_create(hvd_dist_opt_t **optp, hvd_optimizer_t inner,
     for (size_t i = 0; i < ntensors; i++) {
         if (!names[i] || (counts[i] && !grads[i])) {
             if (!names[i])
-                fprintf(stderr, "hvd: hvd_dist_opt_create: names[%zu] is "
-                                "NULL\n", i);
+                hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_create: names[%zu] "
+                         "is NULL", i);
             else
-                fprintf(stderr, "hvd: hvd_dist_opt_create: grads[%zu] is "
-                                "NULL, with counts[%zu] = %zu\n", i, i,
-                        counts[i]);
+                hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_create: grads[%zu] "
+                         "is NULL, with counts[%zu] = %zu", i, i, counts[i]);
             hvd_dist_opt_free(optp);
             return HVD_ERR_ARG;
         }
@@ -135,9 +135,9 @@ int hvd_dist_opt_create(hvd_dist_opt_t **optp, hvd_optimizer_t inner,
         }
     }
     if (o->shard_params && !hvd__dist_opt_tile(opt)) {
-        fprintf(stderr, "hvd: hvd_dist_opt_create: shard_params: the "
-                        "gradients do not lie back to back in one range; a "
-                        "sharded step reduces one range\n");
+        hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_create: shard_params: the "
+                 "gradients do not lie back to back in one range; a "
+                 "sharded step reduces one range");
         hvd_dist_opt_free(optp);
         return HVD_ERR_ARG;
     }
@@ -205,18 +205,18 @@ int hvd_dist_opt_grad_ready(hvd_dist_opt_t *opt, size_t i)
 {
     if (!opt || i >= opt->ntensors) {
         if (!opt)
-            fprintf(stderr, "hvd: hvd_dist_opt_grad_ready: opt is NULL\n");
+            hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_grad_ready: opt is NULL");
         else
-            fprintf(stderr, "hvd: hvd_dist_opt_grad_ready: tensor %zu, but "
-                            "the optimizer has %zu\n", i, opt->ntensors);
+            hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_grad_ready: tensor %zu, "
+                     "but the optimizer has %zu", i, opt->ntensors);
         return HVD_ERR_ARG;
     }
     if (opt->pass + 1 < opt->options.backward_passes_per_step ||
         hvd__dist_opt_sharded(opt))
         return HVD_OK;
     if (opt->handles[i]) {
-        fprintf(stderr, "hvd: gradient '%s' was made ready twice in one "
-                        "step\n", opt->names[i]);
+        hvd__log(HVD__LOG_ERROR, "gradient '%s' was made ready twice in one "
+                 "step", opt->names[i]);
         return HVD_ERR_STATE;
     }
     return hvd__dist_opt_start(opt, i);
@@ -226,7 +226,7 @@ int hvd_dist_opt_step(hvd_dist_opt_t *opt)
 {
     int status = HVD_OK;
     if (!opt) {
-        fprintf(stderr, "hvd: hvd_dist_opt_step: opt is NULL\n");
+        hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_step: opt is NULL");
         return HVD_ERR_ARG;
     }
     if (++opt->pass < opt->options.backward_passes_per_step) return HVD_OK;
@@ -266,7 +266,7 @@ int hvd_dist_opt_sync_state(hvd_dist_opt_t *opt, float *state, size_t count)
                       : count && !state      ? "state is NULL"
                                              : NULL;
     if (bad) {
-        fprintf(stderr, "hvd: hvd_dist_opt_sync_state: %s\n", bad);
+        hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_sync_state: %s", bad);
         return HVD_ERR_ARG;
     }
     if (!hvd__dist_opt_sharded(opt)) return HVD_OK;

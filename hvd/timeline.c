@@ -6,9 +6,10 @@
  * the file parses as JSON; a killed job leaves it unterminated, which both
  * viewers still load. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/timeline.h"
 
 static FILE *hvd__trace;
 static double hvd__t0;

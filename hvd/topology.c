@@ -28,9 +28,11 @@
  * nodes keep the order of their lowest ranks.
  */
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/topology.h"
+#include "hvd/bind.h"
 
 hvd__topo_t hvd__topo;
 MPI_Comm hvd__ring_comm = MPI_COMM_NULL;
@@ -70,28 +72,29 @@ void hvd__topo_free(hvd__topo_t *topo)
     memset(topo, 0, sizeof *topo);
 }
 
-int hvd__topology_init(void)
+int hvd__topology_init(MPI_Comm comm)
 {
-    int rank = hvd__engine.rank, size = hvd__engine.size, first = rank;
-    int status = HVD_OK;
+    int rank, size, first, status = HVD_OK;
     MPI_Comm local = MPI_COMM_NULL;
-    int *firsts = malloc((size_t)size * sizeof *firsts);
-    if (!firsts) return HVD_ERR_NOMEM;
-    /* Each rank learns the lowest rank on its node, then everyone's. */
-    if (MPI_Comm_split_type(hvd__engine.comm, MPI_COMM_TYPE_SHARED, rank,
-                            MPI_INFO_NULL, &local) != MPI_SUCCESS ||
-        MPI_Allreduce(&rank, &first, 1, MPI_INT, MPI_MIN, local) !=
-            MPI_SUCCESS ||
-        MPI_Allgather(&first, 1, MPI_INT, firsts, 1, MPI_INT,
-                      hvd__engine.comm) != MPI_SUCCESS) {
-        status = HVD_ERR_MPI;
+    int *firsts = NULL;
+    HVD_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    HVD_CHECK_MPI(MPI_Comm_size(comm, &size));
+    first = rank;
+    firsts = malloc((size_t)size * sizeof *firsts);
+    if (!firsts) {
+        status = HVD_ERR_NOMEM;
         goto out;
     }
+    /* Each rank learns the lowest rank on its node, then everyone's. */
+    HVD_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank,
+                                      MPI_INFO_NULL, &local));
+    HVD_CHECK_MPI(MPI_Allreduce(&rank, &first, 1, MPI_INT, MPI_MIN, local));
+    HVD_CHECK_MPI(MPI_Allgather(&first, 1, MPI_INT, firsts, 1, MPI_INT,
+                                comm));
     status = hvd__topo_build(&hvd__topo, firsts, size);
     if (status != HVD_OK) goto out;
-    if (MPI_Comm_split(hvd__engine.comm, 0, hvd__topo.ring_rank[rank],
-                       &hvd__ring_comm) != MPI_SUCCESS)
-        status = HVD_ERR_MPI;
+    HVD_CHECK_MPI(MPI_Comm_split(comm, 0, hvd__topo.ring_rank[rank],
+                                 &hvd__ring_comm));
 out:
     if (local != MPI_COMM_NULL) MPI_Comm_free(&local);
     free(firsts);
@@ -134,7 +137,7 @@ static void hvd__append(char *line, size_t nbytes, size_t *used,
 /* With more than one node: how many, their sizes, and the order in which
  * the ring visits the ranks, read back from hvd__ring_comm itself, with a
  * bar wherever it crosses to another node. */
-static int hvd__log_nodes(void)
+static int hvd__log_nodes(MPI_Comm comm)
 {
     const hvd__topo_t *t = &hvd__topo;
     char sizes[1024] = "", order[1024] = "";
@@ -146,13 +149,10 @@ static int hvd__log_nodes(void)
     int *who = ring_ranks + t->size; /* the rank at each place of the ring */
     for (int i = 0; i < t->size; i++)
         ring_ranks[i] = i;
-    if (MPI_Comm_group(hvd__ring_comm, &ring) != MPI_SUCCESS ||
-        MPI_Comm_group(hvd__engine.comm, &world) != MPI_SUCCESS ||
-        MPI_Group_translate_ranks(ring, t->size, ring_ranks, world, who) !=
-            MPI_SUCCESS) {
-        status = HVD_ERR_MPI;
-        goto out;
-    }
+    HVD_CHECK_MPI(MPI_Comm_group(hvd__ring_comm, &ring));
+    HVD_CHECK_MPI(MPI_Comm_group(comm, &world));
+    HVD_CHECK_MPI(
+        MPI_Group_translate_ranks(ring, t->size, ring_ranks, world, who));
     for (int n = 0; n < t->nnodes; n++)
         hvd__append(sizes, sizeof sizes, &nsizes, " %d", t->node_size[n]);
     for (int i = 0; i < t->size; i++) {
@@ -170,22 +170,23 @@ out:
     return status;
 }
 
-int hvd__topology_log(const char *place)
+int hvd__topology_log(MPI_Comm comm, const char *place)
 {
-    int rank = hvd__engine.rank, size = hvd__engine.size, len = 0;
+    int rank, size, len = 0, status = HVD_OK;
     char host[MPI_MAX_PROCESSOR_NAME] = "?";
-    hvd__where_t mine;
-    MPI_Get_processor_name(host, &len);
+    hvd__where_t mine, *all = NULL;
+    HVD_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    HVD_CHECK_MPI(MPI_Comm_size(comm, &size));
+    HVD_CHECK_MPI(MPI_Get_processor_name(host, &len));
     snprintf(mine.host, sizeof mine.host, "%s", host);
     snprintf(mine.place, sizeof mine.place, "%s", place);
-    hvd__where_t *all = rank == 0 ? malloc((size_t)size * sizeof *all) : NULL;
-    if (rank == 0 && !all) return HVD_ERR_NOMEM;
-    if (MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
-                   MPI_BYTE, 0, hvd__engine.comm) != MPI_SUCCESS) {
-        free(all);
-        return HVD_ERR_MPI;
+    if (rank == 0 && !(all = malloc((size_t)size * sizeof *all))) {
+        status = HVD_ERR_NOMEM;
+        goto out;
     }
-    int status = rank == 0 && hvd__topo.nnodes > 1 ? hvd__log_nodes() : HVD_OK;
+    HVD_CHECK_MPI(MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all,
+                             (int)sizeof mine, MPI_BYTE, 0, comm));
+    if (rank == 0 && hvd__topo.nnodes > 1) status = hvd__log_nodes(comm);
     for (int r = 0; rank == 0 && r < size; r++) {
         int node = hvd__topo.node_idx[r];
         hvd__log(HVD__LOG_INFO,
@@ -193,6 +194,7 @@ int hvd__topology_log(const char *place)
                  r, all[r].host, node, hvd__topo.local_rank[r],
                  hvd__topo.node_size[node], all[r].place);
     }
+out:
     free(all);
     return status;
 }

@@ -97,7 +97,7 @@ static void ring__report(const char *name, const ring__value_t *all, int size,
     char line[1024];
     size_t used = 0;
     int groups = 0;
-    memset(done, 0, (size_t)size);
+    for (int r = 0; r < size; r++) done[r] = 0;
     ring__append(line, sizeof line, &used, "%s differs across ranks: ", name);
     for (int r = 0; r < size; r++) {
         if (done[r]) continue;

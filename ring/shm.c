@@ -383,10 +383,12 @@ static void ring__shm_post(const ring__shm_chunk_t *c, size_t s)
     if (c->src != slab)
         for (int b = 0; b < shm->size; b++) {
             size_t len, at = ring__shm_seg(c, b, s, &len);
+            /* The own block only this rank reads, at once: through the
+             * cache, whatever way the others' blocks go. */
             if ((b != shm->rank || !c->src) && len > 0)
                 ring__io_read(c->io, ring__shm_at(c, at),
                               slab + at * c->esize, len * c->esize,
-                              c->publish);
+                              b == shm->rank ? c->mem->copy : c->publish);
         }
     ring__shm_publish_fence(c);
     atomic_store_explicit(&shm->ctl[shm->rank]->posted, c->base + s + 1,

@@ -30,17 +30,18 @@ static const char *ring__mpi_down(void)
 }
 
 /* One line on stderr, prefixed with the world rank so that interleaved
- * output from many ranks can still be told apart. */
+ * output from many ranks can still be told apart; written in one call, so
+ * that lines of different ranks do not interleave within a line. */
 void ring__log(const char *fmt, ...)
 {
     int rank = -1;
+    char line[2048];
     if (!ring__mpi_down()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "hvd[%d]: ", rank);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "hvd[%d]: %s\n", rank, line);
 }
 
 void ring__log_mpi_error(int rc, const char *call, const char *file, int line)

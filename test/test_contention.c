@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/contention.h"
 #include "test/test.h"
 
 static void parsing(void)

@@ -75,7 +75,7 @@ static void test_misuse(int size)
     hvd_optimizer_t inner = {noop_step, NULL, NULL};
     hvd_dist_opt_options_t sum = {1, 0, HVD_SUM, NULL};
     hvd_dist_opt_t *opt = (hvd_dist_opt_t *)&opt; /* must become NULL */
-    const char *create = "hvd: hvd_dist_opt_create: ";
+    const char *create = "error: hvd_dist_opt_create: ";
     char want[128];
     snprintf(want, sizeof want, "%snames[1] is NULL", create);
     TEST_SAYS(hvd_dist_opt_create(&opt, inner, 2, no_name, grads, counts,
@@ -89,20 +89,20 @@ static void test_misuse(int size)
               HVD_ERR_ARG, want);
     TEST_TRUE(opt == NULL);
     TEST_SAYS(hvd_dist_opt_create(NULL, inner, 2, names, grads, counts, &sum),
-              HVD_ERR_ARG, "hvd: hvd_dist_opt_create: invalid argument");
+              HVD_ERR_ARG, "error: hvd_dist_opt_create: invalid argument");
     TEST_SAYS(hvd_dist_opt_step(NULL), HVD_ERR_ARG,
-              "hvd: hvd_dist_opt_step: opt is NULL");
+              "error: hvd_dist_opt_step: opt is NULL");
     TEST_SAYS(hvd_dist_opt_grad_ready(NULL, 0), HVD_ERR_ARG,
-              "hvd: hvd_dist_opt_grad_ready: opt is NULL");
+              "error: hvd_dist_opt_grad_ready: opt is NULL");
 
     TEST_EQ(hvd_dist_opt_create(&opt, inner, 2, names, grads, counts, &sum),
             HVD_OK);
     TEST_SAYS(hvd_dist_opt_grad_ready(opt, 2), HVD_ERR_ARG,
-              "hvd: hvd_dist_opt_grad_ready: tensor 2, but the optimizer "
+              "error: hvd_dist_opt_grad_ready: tensor 2, but the optimizer "
               "has 2");
     TEST_EQ(hvd_dist_opt_grad_ready(opt, 0), HVD_OK);
     TEST_SAYS(hvd_dist_opt_grad_ready(opt, 0), HVD_ERR_STATE,
-              "hvd: gradient 'misuse.a' was made ready twice in one step");
+              "error: gradient 'misuse.a' was made ready twice in one step");
     /* The step still reduces both, once: the one in flight and the one
      * never made ready. */
     TEST_EQ(hvd_dist_opt_step(opt), HVD_OK);
@@ -132,7 +132,7 @@ static void test_shard_misuse(int rank, int size)
     hvd_dist_opt_options_t shard = {1, 0, HVD_AVERAGE, p};
     hvd_dist_opt_options_t fp16 = {1, 1, HVD_AVERAGE, p};
     hvd_dist_opt_t *opt = NULL;
-    const char *create = "hvd: hvd_dist_opt_create: shard_params";
+    const char *create = "error: hvd_dist_opt_create: shard_params";
     char want[160];
     snprintf(want, sizeof want, "%s needs inner.update", create);
     TEST_SAYS(hvd_dist_opt_create(&opt, no_update, 2, names, grads, counts,
@@ -153,12 +153,12 @@ static void test_shard_misuse(int rank, int size)
     TEST_EQ(hvd_dist_opt_create(&opt, inner, 2, names, grads, counts, &shard),
             HVD_OK);
     TEST_SAYS(hvd_dist_opt_sync_state(opt, state, 7), HVD_ERR_ARG,
-              "hvd: hvd_dist_opt_sync_state: count is not the parameters' "
+              "error: hvd_dist_opt_sync_state: count is not the parameters' "
               "number");
     TEST_SAYS(hvd_dist_opt_sync_state(NULL, state, 8), HVD_ERR_ARG,
-              "hvd: hvd_dist_opt_sync_state: opt is NULL");
+              "error: hvd_dist_opt_sync_state: opt is NULL");
     TEST_SAYS(hvd_dist_opt_sync_state(opt, NULL, 8), HVD_ERR_ARG,
-              "hvd: hvd_dist_opt_sync_state: state is NULL");
+              "error: hvd_dist_opt_sync_state: state is NULL");
     /* Twice, so that the step's response is cached and the join below
      * meets the engine's fast path too. */
     TEST_EQ(hvd_dist_opt_step(opt), HVD_OK);
@@ -263,7 +263,7 @@ static void train(const hvd_dist_opt_options_t *opts, int shard,
     /* Bad arguments are refused, leaving no optimizer behind. */
     hvd_dist_opt_options_t no_passes = {0, 0, HVD_AVERAGE, NULL};
     hvd_dist_opt_options_t max_op = {1, 0, HVD_MAX, NULL};
-    const char *invalid = "hvd: hvd_dist_opt_create: invalid argument (NULL "
+    const char *invalid = "error: hvd_dist_opt_create: invalid argument (NULL "
                           "array or step, backward_passes_per_step < 1, or "
                           "an op other than average or sum)";
     TEST_SAYS(hvd_dist_opt_create(&opt, inner, n, names, grads, counts,

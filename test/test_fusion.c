@@ -1,13 +1,14 @@
-/* test/test_fusion.c: which allreduces fuse (hvd/fusion.c), in one
- * process. Small allreduces of one dtype and op fuse up to the threshold;
- * a large one joins a group only when every rank said it follows the
- * group's last member in memory (hvd__chain_link's hint), and never across
- * a dtype, an op, a kind or the threshold. The hint is set only for an
+/* test/test_fusion.c: which allreduces fuse (hvd/plan.c; the hint in
+ * hvd/requests.c), in one process. Small allreduces of one dtype and op
+ * fuse up to the threshold; a large one joins a group only when every
+ * rank said it follows the group's last member in memory
+ * (hvd__chain_link's hint), and never across a dtype, an op, a kind or
+ * the threshold. The hint is set only for an
  * in-place allreduce that starts where the previous one, in place and of
  * the same dtype and op, ended; and it is not part of what ranks match.
  */
 #include <string.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/plan.h"
 #include "test/test.h"
 
 enum { SMALL = 256, LARGE = 1 << 18 }; /* float32 elements: 1 KiB, 1 MiB */

@@ -8,6 +8,11 @@
  *                                    hvd stays uninitialised; the message
  *                                    naming the variable is checked by
  *                                    test/hvd_env_bad.sh
+ *   test_hvd_env NAME=VALUE... mismatch
+ *                                    the same with HVD_ERR_MISMATCH: ranks
+ *                                    launched with different values of a
+ *                                    setting that must agree
+ *                                    (test/hvd_mismatch.sh)
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdint.h>
@@ -52,8 +57,12 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 2 ? argv[argc - 1] : "";
     int expect_ok = strcmp(mode, "good") == 0;
-    if (!expect_ok && strcmp(mode, "bad") != 0) {
-        fprintf(stderr, "usage: test_hvd_env NAME=VALUE... good|bad\n");
+    int refusal = strcmp(mode, "mismatch") == 0 ? HVD_ERR_MISMATCH
+                                                : HVD_ERR_ARG;
+    if (!expect_ok && strcmp(mode, "bad") != 0 &&
+        strcmp(mode, "mismatch") != 0) {
+        fprintf(stderr,
+                "usage: test_hvd_env NAME=VALUE... good|bad|mismatch\n");
         return TEST_HARD_ERROR;
     }
     for (int i = 1; i < argc - 1; i++) {
@@ -74,7 +83,7 @@ int main(int argc, char **argv)
         check_sums();
         TEST_EQ(hvd_shutdown(), HVD_OK);
     } else {
-        TEST_EQ(status, HVD_ERR_ARG);
+        TEST_EQ(status, refusal);
         float x = 1;
         TEST_EQ(hvd_rank(), HVD_ERR_STATE);
         TEST_EQ(hvd_allreduce(&x, &x, 1, HVD_FLOAT32, HVD_SUM, "x"),

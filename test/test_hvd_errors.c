@@ -197,9 +197,9 @@ static void test_bad_arguments(void)
     char name[256]; /* 200 bytes: one past the longest name */
     memset(name, 'n', 200);
     name[200] = '\0';
-#define AR(why) "hvd: hvd_allreduce: " why "\n"
-#define BC(why) "hvd: hvd_broadcast: " why "\n"
-#define AG(why) "hvd: hvd_allgather: " why "\n"
+#define AR(why) "error: hvd_allreduce: " why "\n"
+#define BC(why) "error: hvd_broadcast: " why "\n"
+#define AG(why) "error: hvd_allgather: " why "\n"
     TEST_SAYS(hvd_allreduce(NULL, x, 4, HVD_FLOAT32, HVD_SUM, "bad"), a,
               AR("NULL buffer with count > 0"));
     TEST_SAYS(hvd_allreduce(x, NULL, 4, HVD_FLOAT32, HVD_SUM, "bad"), a,

@@ -32,13 +32,13 @@ static int test_funneled(int argc, char **argv)
         TEST_SKIP("MPI gave MPI_THREAD_SERIALIZED or more for FUNNELED");
     }
     char want[256];
-    snprintf(want, sizeof want, "hvd: hvd_init: MPI gives thread level %d; "
+    snprintf(want, sizeof want, "error: hvd_init: MPI gives thread level %d; "
              "the engine thread needs MPI_THREAD_SERIALIZED or more (start "
              "MPI with MPI_Init_thread, or let hvd_init start it)\n",
              provided);
     TEST_SAYS(hvd_init(NULL, NULL), HVD_ERR_MPI, want);
     TEST_SAYS(hvd_rank(), HVD_ERR_STATE,
-              "hvd: hvd_rank: call hvd_init() first\n");
+              "error: hvd_rank: call hvd_init() first\n");
     MPI_Finalize();
     printf("test_hvd_init funneled: %s\n", test_failures ? "FAIL" : "ok");
     return test_exit_code();
@@ -105,6 +105,6 @@ int main(int argc, char **argv)
         printf("test_hvd_init n=%d: %s\n", size, test_failures ? "FAIL" : "ok");
     MPI_Finalize();
     TEST_SAYS(hvd_init(NULL, NULL), HVD_ERR_STATE,
-              "hvd: hvd_init: MPI is already finalised\n");
+              "error: hvd_init: MPI is already finalised\n");
     return test_exit_code();
 }

@@ -6,7 +6,7 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/index.h"
 #include "test/test.h"
 
 enum { NAMES = 200000, ALIVE = 8 };

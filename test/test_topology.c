@@ -8,7 +8,7 @@
  * rank order. Maps that no MPI could produce are refused.
  */
 #include <stdio.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/topology.h"
 #include "test/test.h"
 
 enum { MAX_RANKS = 16 };

@@ -25,7 +25,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/config.h"
 #include "ring/ring_internal.h"
 #include "test/fuzz/fuzz.h"
 
@@ -189,6 +189,7 @@ static void check_hvd(void)
     hvd__config_t want = {.fusion_threshold = 128 << 20,
                           .cycle_time_s = 1e-3,
                           .stall_check_s = 60,
+                          .stall_shutdown_s = 600,
                           .log_level = HVD__LOG_WARNING,
                           .spin_s = 1e-3};
     const char *t, *bad = NULL;

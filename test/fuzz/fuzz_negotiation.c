@@ -1,5 +1,5 @@
 /* test/fuzz/fuzz_negotiation.c: the messages ranks exchange while they
- * negotiate (hvd/coordinator.c): each rank's requests to rank 0
+ * negotiate (hvd/plan.c): each rank's requests to rank 0
  * (hvd__decode_requests) and rank 0's plan back (hvd__decode_plan). They
  * come from other processes, so decoding must refuse what is corrupt
  * rather than crash on it or hand it on.
@@ -14,7 +14,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "hvd/hvd_internal.h"
+#include "hvd/plan.h"
 #include "test/fuzz/fuzz.h"
 
 enum { WORLD_SIZE = 4 };

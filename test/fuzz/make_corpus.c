@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "examples/checkpoint.h"
-#include "hvd/hvd_internal.h"
+#include "hvd/plan.h"
 #include "test/fuzz/fuzz.h"
 
 enum { HARD_ERROR = 99, MAX_SEED = 16384 };

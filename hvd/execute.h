@@ -1,0 +1,23 @@
+/* hvd/execute.h: running one response of the plan on this rank
+ * (hvd/execute.c), through ring's context. */
+#ifndef HVD_EXECUTE_H
+#define HVD_EXECUTE_H
+
+#include "hvd/plan.h"
+
+/* Runs one response: gathers this rank's requests for its names from
+ * pending (a joined rank has none and contributes zeros), reduces, copies
+ * out and completes them. ready_s: when the ranks agreed it was ready (the
+ * timeline's end of negotiation and start of queueing). */
+int hvd__execute(const hvd__response_t *response, hvd__list_t *pending,
+                 int joined, double ready_s);
+/* Collective, before the engine starts: ring's context over
+ * hvd__ring_comm, with the shared window and the hierarchical
+ * communicators that HVD_INTRANODE and HVD_HIERARCHICAL_ALLREDUCE ask for.
+ * HVD_ERR_ARG when HVD_INTRANODE=shm cannot hold, HVD_ERR_MISMATCH when
+ * the ranks read ring's variables differently. */
+int hvd__execute_init(void);
+/* Collective (the context), after the engine has stopped. */
+void hvd__execute_free(void);
+
+#endif /* HVD_EXECUTE_H */

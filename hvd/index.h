@@ -1,0 +1,20 @@
+/* hvd/index.h: name -> pointer (hvd/index.c), for requests by name. Keys
+ * are not copied: they live in what the values point to. */
+#ifndef HVD_INDEX_H
+#define HVD_INDEX_H
+
+#include <stddef.h>
+#include "hvd/hvd.h"
+
+typedef struct {
+    const char **keys;
+    void **values;
+    size_t cap, used;
+} hvd__index_t;
+
+int hvd__index_put(hvd__index_t *ix, const char *name, void *value);
+void *hvd__index_get(const hvd__index_t *ix, const char *name);
+void hvd__index_del(hvd__index_t *ix, const char *name);
+void hvd__index_free(hvd__index_t *ix);
+
+#endif /* HVD_INDEX_H */

@@ -1,0 +1,197 @@
+/* hvd/requests.c: requests and their bookkeeping: the state the API and
+ * the engine share, queueing a request and completing it, this rank's
+ * pending list, the hint that says a request continues the previous one
+ * in memory, and the wait for a non-blocking MPI call. What the engine's
+ * cycle decides about requests lives above (hvd/engine.c); this file
+ * calls nothing of it. */
+#define _POSIX_C_SOURCE 200809L
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "hvd/requests.h"
+
+hvd__engine_t hvd__engine = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .wake_cv = PTHREAD_COND_INITIALIZER,
+    .done_cv = PTHREAD_COND_INITIALIZER,
+};
+
+const char *hvd__kind_name(int kind)
+{
+    static const char *const names[HVD__KIND_COUNT] = {
+        "allreduce", "broadcast", "allgather", "barrier", "join",
+        "allreduce_apply"};
+    return kind >= 0 && kind < HVD__KIND_COUNT ? names[kind] : "unknown";
+}
+
+/* ---- pending requests ---- */
+
+int hvd__pending_add(hvd__list_t *list, hvd_handle_t h)
+{
+    if (list->len == list->cap) {
+        size_t cap = list->cap ? 2 * list->cap : 64;
+        hvd_handle_t *items = realloc(list->items, cap * sizeof *items);
+        if (!items) return HVD_ERR_NOMEM;
+        list->items = items;
+        list->cap = cap;
+    }
+    if (hvd__index_put(&list->by_name, h->desc.name, h) != HVD_OK)
+        return HVD_ERR_NOMEM;
+    h->pending_pos = list->len;
+    list->items[list->len++] = h;
+    return HVD_OK;
+}
+
+hvd_handle_t hvd__pending_take(hvd__list_t *list, const char *name)
+{
+    hvd_handle_t h = hvd__index_get(&list->by_name, name);
+    if (h) {
+        hvd__index_del(&list->by_name, name);
+        list->items[h->pending_pos] = NULL;
+    }
+    return h;
+}
+
+void hvd__pending_compact(hvd__list_t *list)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < list->len; i++) {
+        hvd_handle_t h = list->items[i];
+        if (!h) continue;
+        h->pending_pos = kept;
+        list->items[kept++] = h;
+    }
+    list->len = kept;
+}
+
+void hvd__pending_free(hvd__list_t *list)
+{
+    free(list->items);
+    hvd__index_free(&list->by_name);
+    *list = (hvd__list_t){0};
+}
+
+/* ---- submission and completion ---- */
+
+int hvd__request_queue(hvd_handle_t h)
+{
+    int status = HVD_OK;
+    pthread_mutex_lock(&hvd__engine.mu);
+    if (hvd__engine.stalled) {
+        status = HVD_ERR_STALL;
+    } else if (hvd__index_get(&hvd__engine.inflight, h->desc.name)) {
+        hvd__log(HVD__LOG_ERROR, "%s '%s' is already in flight on this "
+                 "rank: wait for it before making it again",
+                 hvd__kind_name(h->desc.kind), h->desc.name);
+        status = HVD_ERR_STATE;
+    } else {
+        status = hvd__index_put(&hvd__engine.inflight, h->desc.name, h);
+    }
+    if (status == HVD_OK) {
+        hvd__chain_link(&hvd__engine.chain, &h->desc, h->sendbuf, h->recvbuf);
+        h->next = NULL;
+        *hvd__engine.incoming_tail = h;
+        hvd__engine.incoming_tail = &h->next;
+        hvd__engine.nsubmitted++;
+        pthread_cond_signal(&hvd__engine.wake_cv);
+    }
+    pthread_mutex_unlock(&hvd__engine.mu);
+    return status;
+}
+
+void hvd__complete_many(hvd_handle_t *hs, size_t n, int status)
+{
+    /* One lock and at most one wake-up for a whole fused group, and none
+     * when no caller sleeps on these handles: a caller waiting on a later
+     * tensor (the optimizer's step waits on the first layer, reduced last)
+     * woke for nothing and took the core from the engine mid-step. */
+    int wake = 0;
+    pthread_mutex_lock(&hvd__engine.mu);
+    for (size_t i = 0; i < n; i++) {
+        if (!hs[i]) continue;
+        hvd__index_del(&hvd__engine.inflight, hs[i]->desc.name);
+        hs[i]->status = status;
+        hs[i]->done = 1;
+        wake |= hs[i]->waited;
+    }
+    if (wake) pthread_cond_broadcast(&hvd__engine.done_cv);
+    pthread_mutex_unlock(&hvd__engine.mu);
+}
+
+void hvd__complete(hvd_handle_t h, int status)
+{
+    hvd__complete_many(&h, 1, status);
+}
+
+int hvd__mpi_wait(MPI_Request *request)
+{
+    /* Test, then sleep: other ranks may be a cycle or a backward pass
+     * behind, and a busy wait would take their core from the training
+     * threads. Every wake-up preempts a training thread too (with a 10 us
+     * nap that was 5,000 preemptions a second and a cnn 25% slower), so
+     * the naps grow by a quarter each time, from 5 us to 1 ms: a wait is
+     * noticed at most a quarter of its length late (1 ms past 4 ms), and
+     * a long one costs a few dozen wake-ups. The engine thread's timer
+     * slack is cut (hvd__engine_main), else each nap would last 50 us more
+     * than asked. */
+    long nap_ns = 5000;
+    int status = HVD_OK;
+    for (;;) {
+        int done = 0;
+        HVD_CHECK_MPI(MPI_Test(request, &done, MPI_STATUS_IGNORE));
+        if (done) break;
+        /* Unless this rank's caller is blocked in hvd_wait and the node has
+         * a core per rank: then the core is ours while it waits, and naps
+         * only made it late (a 2-rank mlp step spent 120 us more in its
+         * optimizer step than with polling). The caller's flag is read
+         * without the lock: a stale value costs one nap or one poll. */
+        if (hvd__engine.own_cores && atomic_load_explicit(
+                &hvd__engine.waiters, memory_order_relaxed) > 0) {
+            sched_yield();
+            continue;
+        }
+        struct timespec nap = {0, nap_ns};
+        nanosleep(&nap, NULL);
+        nap_ns += nap_ns / 4;
+        if (nap_ns > 1000000) nap_ns = 1000000;
+    }
+out:
+    return status;
+}
+
+/* ---- descriptions and the fusion hint ---- */
+
+uint64_t hvd__name_hash(const char *name)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (; *name; name++) h = (h ^ (unsigned char)*name) * 0x100000001b3ull;
+    return h ? h : 1; /* 0 means "follows nothing" */
+}
+
+size_t hvd__desc_bytes(const hvd__desc_t *d)
+{
+    return (size_t)d->count * ring_dtype_size((ring_dtype_t)d->dtype);
+}
+
+void hvd__chain_link(hvd__chain_t *chain, hvd__desc_t *desc,
+                     const void *sendbuf, const void *recvbuf)
+{
+    int in_place = desc->kind == HVD__ALLREDUCE && sendbuf == recvbuf &&
+                   desc->count > 0;
+    desc->follows = in_place && chain->end && chain->end == recvbuf &&
+                            chain->dtype == desc->dtype &&
+                            chain->op == desc->op
+                        ? chain->hash
+                        : 0;
+    chain->end = in_place ? (const char *)recvbuf + hvd__desc_bytes(desc)
+                          : NULL;
+    chain->dtype = desc->dtype;
+    chain->op = desc->op;
+    chain->hash = hvd__name_hash(desc->name);
+}
+
+int hvd__desc_same(const hvd__desc_t *a, const hvd__desc_t *b)
+{
+    return memcmp(a, b, offsetof(hvd__desc_t, follows)) == 0;
+}

@@ -1,0 +1,172 @@
+/* hvd/requests.h: requests and their bookkeeping (hvd/requests.c): what a
+ * request is, the state the program's threads and the engine thread
+ * share (the queue between them, completion, the settings), this rank's
+ * list of pending requests, and the wait for a non-blocking MPI call.
+ *
+ * Threads: the program's threads call the API, which only queues requests
+ * under `mu` and waits on `done_cv`; the engine thread alone calls MPI after
+ * hvd_init, and alone touches everything marked "engine only".
+ */
+#ifndef HVD_REQUESTS_H
+#define HVD_REQUESTS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include "hvd/config.h"
+#include "hvd/contention.h"
+#include "hvd/index.h"
+
+typedef enum {
+    HVD__ALLREDUCE,
+    HVD__BROADCAST,
+    HVD__ALLGATHER,
+    HVD__BARRIER,
+    HVD__JOIN,
+    HVD__ALLREDUCE_APPLY, /* a sharded optimizer step: not fused, and no
+                             rank may have joined (its block has no one to
+                             apply it) */
+    HVD__KIND_COUNT
+} hvd__kind_t;
+
+enum { HVD__NAME_MAX = 200 }; /* bytes of a name, NUL included */
+
+/* What every rank must agree on for a name, and a fusion hint that need
+ * not agree. Fixed size, so it travels as bytes between ranks. */
+typedef struct {
+    char name[HVD__NAME_MAX];
+    int32_t kind, dtype, op, root;
+    uint64_t count;
+    uint64_t follows; /* hvd__chain_link's hint; not matched; last field */
+} hvd__desc_t;
+
+const char *hvd__kind_name(int kind);
+/* A request's data in bytes: count elements of its dtype. */
+size_t hvd__desc_bytes(const hvd__desc_t *d);
+/* Whether a and b agree on everything but the hint. */
+int hvd__desc_same(const hvd__desc_t *a, const hvd__desc_t *b);
+/* A name's 64-bit hash, never 0. */
+uint64_t hvd__name_hash(const char *name);
+
+/* What a rank knows of the allreduce it submitted last, for the hint. */
+typedef struct {
+    const char *end; /* where its data ended, when it was in place */
+    int32_t dtype, op;
+    uint64_t hash;   /* of its name */
+} hvd__chain_t;
+
+/* Sets desc->follows to the hash of the previous request's name when this
+ * allreduce is in place and starts where that one, also in place and of
+ * the same dtype and op, ended (else 0), and makes desc the previous.
+ * The plan fuses on it (hvd__plan_group). */
+void hvd__chain_link(hvd__chain_t *chain, hvd__desc_t *desc,
+                     const void *sendbuf, const void *recvbuf);
+
+struct hvd_handle {
+    hvd__desc_t desc;
+    const void *sendbuf;
+    void *recvbuf;
+    ring_apply_t apply;       /* HVD__ALLREDUCE_APPLY's */
+    int status;               /* valid once done */
+    _Atomic int done;         /* set under mu; hvd_wait may also spin on
+                                 it without */
+    int waited;               /* under mu: a caller sleeps until done */
+    int coordinated;          /* engine only: sent to the coordinator */
+    int cache_slot;           /* engine only: its response cache entry, -1 */
+    size_t pending_pos;       /* engine only: where in the pending list */
+    double submit_s;          /* engine only: for stalls and the timeline */
+    struct hvd_handle *next;  /* in the incoming queue or the pending list */
+};
+
+/* ---- the state the API and the engine share ---- */
+/* Named for the engine, which runs on it; defined in hvd/requests.c. */
+typedef struct {
+    MPI_Comm comm;            /* a duplicate of the world: our traffic only */
+    int rank, size;
+    hvd__config_t config;
+
+    pthread_mutex_t mu;       /* guards the fields below it */
+    pthread_cond_t wake_cv;   /* engine: new work or shutdown */
+    pthread_cond_t done_cv;   /* API: a handle completed */
+    hvd_handle_t incoming;    /* submitted, not yet seen by the engine */
+    hvd_handle_t *incoming_tail;
+    _Atomic uint64_t nsubmitted; /* requests queued so far: bursts end
+                                 when it stops moving (changed under mu;
+                                 a spinning engine reads it without) */
+    hvd__chain_t chain;       /* the last request queued, for its follower */
+    hvd__index_t inflight;    /* every handle not yet done, for duplicates */
+    _Atomic int waiters;      /* callers blocked in hvd_wait: no more
+                                 requests are coming from them (changed
+                                 under mu; the engine also reads it
+                                 without, see hvd__mpi_wait) */
+    int shares_core;          /* set before the engine starts: this rank
+                                 runs on one PU of its own, the engine's
+                                 thread too (hvd__engine_start) */
+    int own_cores;            /* set before the engine starts: this rank's
+                                 PUs are its own (hvd__own_pus) */
+    int spare_pus;            /* set before the engine starts: it has more
+                                 than one, so the engine and the caller
+                                 run side by side, and their waits spin
+                                 up to config.spin_s before they sleep:
+                                 a sleeping thread on another core takes
+                                 a cross-core wake-up to rouse (tens of
+                                 microseconds on a virtual machine's idle
+                                 vCPU, twice a step), while the spinning
+                                 costs only that spare PU's idle time */
+    hvd__contention_t contention; /* under mu: spare_pus may be taken
+                                     (contention.c) */
+    int shutdown_requested;
+    int stalled;              /* HVD_ERR_STALL: every later call fails */
+} hvd__engine_t;
+
+extern hvd__engine_t hvd__engine;
+
+/* How long a wait spins before it sleeps: HVD_SPIN_TIME with a spare PU
+ * that nothing else wants, else 0 (spare_pus and contention say why).
+ * Called with mu held. */
+static inline double hvd__spin_time(void)
+{
+    return hvd__engine.spare_pus &&
+                   hvd__now() >= hvd__engine.contention.off_until
+               ? hvd__engine.config.spin_s
+               : 0;
+}
+
+/* One turn of a spin: tells the core (and a hypervisor) that it waits. */
+static inline void hvd__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Queues a request (the engine owns it from here) and wakes the engine;
+ * HVD_ERR_STATE when the name is already in flight on this rank,
+ * HVD_ERR_STALL after a stall shutdown (h is then not queued). */
+int hvd__request_queue(hvd_handle_t h);
+/* Marks h done with `status` and wakes its waiter. Engine only. */
+void hvd__complete(hvd_handle_t h, int status);
+/* The same for the non-NULL handles of hs, with one wake-up. */
+void hvd__complete_many(hvd_handle_t *hs, size_t n, int status);
+
+/* ---- this rank's pending requests (engine only) ---- */
+/* In order of submission, with an index by name. A request leaves by
+ * hvd__pending_take, which leaves a hole that the next
+ * hvd__pending_compact closes: removal is O(1), order is kept. */
+typedef struct {
+    hvd_handle_t *items;
+    size_t len, cap;
+    hvd__index_t by_name;
+} hvd__list_t;
+
+int hvd__pending_add(hvd__list_t *list, hvd_handle_t h);
+/* Removes and returns the request of that name; NULL when none. */
+hvd_handle_t hvd__pending_take(hvd__list_t *list, const char *name);
+void hvd__pending_compact(hvd__list_t *list);
+void hvd__pending_free(hvd__list_t *list);
+
+/* Waits for a non-blocking MPI call, sleeping between tests; HVD_OK or
+ * HVD_ERR_MPI (logged). Engine only. */
+int hvd__mpi_wait(MPI_Request *request);
+
+#endif /* HVD_REQUESTS_H */
