@@ -66,14 +66,14 @@ static double expected_value(const bench_t *b, size_t idx)
 void bench__fill_inputs(const bench_t *b, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        bench_value_store(b->sendbuf, i, b->opts.dtype,
+        prog_value_store(b->sendbuf, i, b->opts.dtype,
                     input_value(b->rank, i, b->opts.dtype, b->opts.op));
 }
 
 void bench__fill_expected(const bench_t *b, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        bench_value_store(b->expected, i, b->opts.dtype, expected_value(b, i));
+        prog_value_store(b->expected, i, b->opts.dtype, expected_value(b, i));
 }
 
 /* Elements of recvbuf that differ from the expected ones; the first one is
@@ -83,8 +83,8 @@ int64_t bench__count_wrong(const bench_t *b, const char *what, size_t count)
     int64_t nwrong = 0;
 
     for (size_t i = 0; i < count; i++) {
-        double got = bench_value_load(b->recvbuf, i, b->opts.dtype);
-        double want = bench_value_load(b->expected, i, b->opts.dtype);
+        double got = prog_value_load(b->recvbuf, i, b->opts.dtype);
+        double want = prog_value_load(b->expected, i, b->opts.dtype);
         if (got == want)
             continue;
         if (nwrong++ == 0)

@@ -2,7 +2,7 @@
  * and defaults where nccl-tests has them (-b -e -f -n -w -c -d -o), plus
  * -r, --impl, --algo and --compare; and the names of dtypes and ops, which
  * the options read and the table prints. A bad value is refused by name
- * (bench/common.c's bench_bad_value), on rank 0.
+ * (prog/prog.c's prog_bad_value), on rank 0.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -91,12 +91,13 @@ static const struct option long_options[] = {
     {"impl", required_argument, NULL, OPT_IMPL},
     {"algo", required_argument, NULL, OPT_ALGO},
     {"compare", no_argument, NULL, OPT_COMPARE},
-    BENCH_END_LONG_OPTIONS,
+    PROG_END_LONG_OPTIONS,
 };
 
-static const bench_cli_t cli = {
+static const prog_cli_t cli = {
     .optstring = ":b:e:f:n:w:c:d:o:r:h",
     .long_options = long_options,
+    .usage_args = BENCH_USAGE_ARGS,
     .usage_options =
         "  -b, --minbytes SIZE      smallest message (default 32M)\n"
         "  -e, --maxbytes SIZE      largest message (default 32M)\n"
@@ -119,7 +120,8 @@ static const bench_cli_t cli = {
         "      --compare            time ring, mpi, noreduce and shm "
         "interleaved, one table\n",
     .usage_notes =
-        "SIZE is bytes with an optional K, M or G suffix (powers of 1024).\n",
+        "SIZE is bytes with an optional K, M or G suffix (powers of 1024).\n"
+        BENCH_USAGE_EXIT,
 };
 
 
@@ -134,15 +136,15 @@ static int parse_size_opt(int opt, const char *arg, bench_opts_t *o)
     switch (opt) {
     case 'b':
         if (ring_parse_bytes(arg, &o->min_nbytes) != RING_OK)
-            return bench_bad_value(lo, opt, arg, BYTES_WANTED);
+            return prog_bad_value(lo, opt, arg, BYTES_WANTED);
         return 0;
     case 'e':
         if (ring_parse_bytes(arg, &o->max_nbytes) != RING_OK)
-            return bench_bad_value(lo, opt, arg, BYTES_WANTED);
+            return prog_bad_value(lo, opt, arg, BYTES_WANTED);
         return 0;
     default: /* 'f' */
-        if (bench_parse_int(arg, 2, INT_MAX, &factor))
-            return bench_bad_value(lo, opt, arg, "expected an integer >= 2");
+        if (prog_parse_int(arg, 2, INT_MAX, &factor))
+            return prog_bad_value(lo, opt, arg, "expected an integer >= 2");
         o->step_factor = (size_t)factor;
         return 0;
     }
@@ -157,25 +159,25 @@ static int parse_name_opt(int opt, const char *arg, bench_opts_t *o)
     switch (opt) {
     case 'd':
         if (named_parse(dtype_names, NELEMS(dtype_names), arg, &value))
-            return bench_bad_value(lo, opt, arg, "expected float, double, "
+            return prog_bad_value(lo, opt, arg, "expected float, double, "
                                    "half, bfloat16, int32, int64 or uint8");
         o->dtype = (ring_dtype_t)value;
         return 0;
     case 'o':
         if (named_parse(op_names, NELEMS(op_names), arg, &value))
-            return bench_bad_value(lo, opt, arg,
+            return prog_bad_value(lo, opt, arg,
                                    "expected sum, avg, min, max or prod");
         o->op = (ring_op_t)value;
         return 0;
     case OPT_IMPL:
         if ((o->impl = bench__impl_named(arg)) == NULL)
-            return bench_bad_value(lo, opt, arg,
+            return prog_bad_value(lo, opt, arg,
                                    "expected ring, mpi, noreduce, shm, "
                                    "hier or hiershm");
         return 0;
     default: /* OPT_ALGO */
         if (ring_algo_parse(arg, &o->algo) != RING_OK)
-            return bench_bad_value(lo, opt, arg, "expected auto, ring or rdb");
+            return prog_bad_value(lo, opt, arg, "expected auto, ring or rdb");
         return 0;
     }
 }
@@ -206,9 +208,7 @@ static int check_opts(const bench_opts_t *o, int impl_given, int compare)
     else if (o->op == RING_AVERAGE && !dtype_is_float(o->dtype))
         why = "-o avg needs a floating-point -d (float, double, half, "
               "bfloat16)";
-    if (why != NULL && bench_rank == 0)
-        fprintf(stderr, "allreduce_perf: %s\n", why);
-    return why != NULL ? -1 : 0;
+    return why != NULL ? prog_refuse("%s", why) : 0;
 }
 
 int bench__parse_options(int argc, char **argv, bench_opts_t *o)
@@ -221,14 +221,14 @@ int bench__parse_options(int argc, char **argv, bench_opts_t *o)
         .dtype = RING_FLOAT32, .op = RING_SUM, .algo = RING_ALGO_AUTO,
         .impl = &bench__impl_ring,
     };
-    while ((opt = bench_getopt(argc, argv, &cli)) >= 0) {
+    while ((opt = prog_getopt(argc, argv, &cli)) >= 0) {
         impl_given |= opt == OPT_IMPL;
         compare |= opt == OPT_COMPARE;
         if (opt != OPT_COMPARE && parse_one(opt, optarg, o) != 0)
             return -1;
     }
-    if (opt != BENCH_OPT_END)
-        return opt == BENCH_OPT_HELP ? 1 : -1;
+    if (opt != PROG_OPT_END)
+        return opt == PROG_OPT_HELP ? 1 : -1;
     if (compare)
         o->impl = NULL;
     return check_opts(o, impl_given, compare);

@@ -72,8 +72,8 @@ static double time_calls(const bench_t *b, const measurement_t *m,
 static void poison_recvbuf(const bench_t *b, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        bench_value_store(b->recvbuf, i, b->opts.dtype,
-                    bench_value_load(b->expected, i, b->opts.dtype) + 1.0);
+        prog_value_store(b->recvbuf, i, b->opts.dtype,
+                    prog_value_load(b->expected, i, b->opts.dtype) + 1.0);
 }
 
 /* One untimed call from fresh inputs; returns this rank's wrong elements. */

@@ -1,34 +1,34 @@
 /* bench/common.h: what the benchmarks (bench/allreduce_perf.c,
  * bench/fusion_perf.c) share: fatal checks that say where and who before
- * taking every rank down, their common options and the getopt loop around
- * them, the rank map and MPI version lines of the header, bandwidth
- * figures, input hashing, and elements of any dtype as doubles.
+ * taking every rank down, their common timing options, the rank map and
+ * MPI version lines of the header, bandwidth figures and input hashing.
  *
- * Left out: anything about one benchmark's workloads, tables or footers,
- * and hvd's own checks (only fusion_perf calls hvd; they stay there).
+ * Left out: the command-line grammar, its messages and elements of any
+ * dtype as doubles (prog/prog.h, shared with examples/ and test/),
+ * anything about one benchmark's workloads, tables or footers, and hvd's
+ * own checks (only fusion_perf calls hvd; they stay there).
  * Programs only: these abort with MPI_Abort, never return an error.
  */
 #ifndef HVD_BENCH_COMMON_H
 #define HVD_BENCH_COMMON_H
 
-#include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include <mpi.h>
 
+#include "prog/prog.h"
 #include "ring/ring.h"
 
 /* ---- who this process is, for every message ---- */
 
-/* Set once by bench_identify(), after MPI has started; until then the
- * program is "bench", the rank -1 and the host "?". */
-extern const char *bench_prog; /* "allreduce_perf", for option errors */
-extern int bench_rank;         /* in MPI_COMM_WORLD */
+/* The host, set by bench_identify(), after MPI has started; until then
+ * "?". The program's name and rank are prog_name and prog_rank. */
 extern char bench_host[256];
 
-/* Records the program's name and this rank, and looks up the host name. */
+/* Records the program's name and this rank (prog_identify), and looks up
+ * the host name. */
 void bench_identify(const char *prog, int rank);
 
 /* ---- fatal checks: print where and who, then take every rank down ---- */
@@ -74,52 +74,21 @@ typedef struct {
     {.iters = 20, .warmup_iters = 5, .rounds = 1, .check = 1}
 
 /* The rows of a benchmark's long_options table for bench_loop_t's options
- * (bench_parse_loop_opt reads them), and for -h and the table's end
- * (bench_getopt answers -h). */
+ * (bench_parse_loop_opt reads them); the table ends in
+ * PROG_END_LONG_OPTIONS and is read by prog_getopt. */
 #define BENCH_LOOP_LONG_OPTIONS                                                \
     {"iters", required_argument, NULL, 'n'},                                   \
     {"warmup_iters", required_argument, NULL, 'w'},                            \
     {"rounds", required_argument, NULL, 'r'},                                  \
     {"check", required_argument, NULL, 'c'}
-#define BENCH_END_LONG_OPTIONS                                                 \
-    {"help", no_argument, NULL, 'h'},                                          \
-    {NULL, 0, NULL, 0}
 
-/* A benchmark's command line: what getopt reads and what -h prints. */
-typedef struct {
-    const char *optstring; /* getopt's, starting with ':' and holding 'h' */
-    const struct option *long_options; /* ends in BENCH_END_LONG_OPTIONS */
-    /* The usage text's lines between "Usage: PROG [options] ..." and the
-     * -h line, and those after it (or ""); each ends in a newline. */
-    const char *usage_options, *usage_notes;
-} bench_cli_t;
-
-/* The usage text: a "Usage:" line naming bench_prog, cli's option lines,
- * -h, cli's notes and the exit statuses every benchmark shares. */
-void bench_print_usage(FILE *out, const bench_cli_t *cli);
-
-/* What bench_getopt() returns besides an option. */
-enum {
-    BENCH_OPT_END = -1,  /* all read, no stray argument */
-    BENCH_OPT_HELP = -2, /* -h: usage printed on stdout (rank 0) */
-    BENCH_OPT_BAD = -3,  /* explained on stderr (rank 0), with the usage */
-};
-
-/* getopt_long() with every rank reading the same argv and rank 0 alone
- * speaking: the next option (its optarg in optarg), or one of BENCH_OPT_*. */
-int bench_getopt(int argc, char **argv, const bench_cli_t *cli);
-
-/* Rank 0 says "PROG: invalid value 'VALUE' for -n/--iters: WANT", naming
- * opt as long_options does; returns -1 so that callers can
- * `return bench_bad_value(...)`. */
-int bench_bad_value(const struct option *long_options, int opt,
-                    const char *value, const char *want);
-
-/* A decimal integer in [min, max] and nothing else: 0 and *out set, or -1. */
-int bench_parse_int(const char *text, long min, long max, int *out);
+/* A benchmark's usage_args and the exit statuses its usage_notes end in. */
+#define BENCH_USAGE_ARGS "[options]   (run it under mpirun)\n"
+#define BENCH_USAGE_EXIT                                                       \
+    "Exit status: 0 all results right, 1 wrong results, 2 bad options.\n"
 
 /* -n, -w, -r and -c into loop: 0 when opt is one of them and arg valid,
- * -1 when arg is not (explained by bench_bad_value), 1 when opt is none of
+ * -1 when arg is not (explained by prog_bad_value), 1 when opt is none of
  * them. */
 int bench_parse_loop_opt(const struct option *long_options, int opt,
                          const char *arg, bench_loop_t *loop);
@@ -148,11 +117,5 @@ double bench_busbw_gbs(size_t nbytes, double seconds, int nranks);
  * index, rather than cycle, so a block at the wrong offset shows up as
  * wrong data. */
 uint64_t bench_input_hash(int rank, size_t idx);
-
-/* Element idx of buf, of type dtype, as a double and back. Integer types
- * wrap as the integer reductions do (modulo 2^bits); every value the
- * benchmarks use is exact in a double. */
-void bench_value_store(void *buf, size_t idx, ring_dtype_t dtype, double v);
-double bench_value_load(const void *buf, size_t idx, ring_dtype_t dtype);
 
 #endif /* HVD_BENCH_COMMON_H */

@@ -7,6 +7,7 @@
  * other core's cache. Then the same read from the parent's own array.
  *
  *   bench/cross_core [--bytes N] [--iters K] [--stream]
+ *   (prog/prog.h's grammar)
  *
  * Prints "cross-core read+add of N bytes: median T us (G GB/s), best T us;
  * from the own cache: median T us (G GB/s)" over K turns each (the median,
@@ -30,7 +31,7 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-#include "examples/trainer.h"
+#include "prog/prog.h"
 
 typedef struct {
     _Alignas(64) _Atomic long turn; /* odd: written, even: read */
@@ -75,7 +76,7 @@ static double median(double *t, long long n)
  * cache (memcpy) or around it. Returns the seconds it took. */
 static double write_turn(float *data, const float *src, size_t n, int stream)
 {
-    double t = trainer_now();
+    double t = prog_now();
     size_t i = 0;
 #if defined(__SSE2__)
     if (stream) {
@@ -87,55 +88,74 @@ static double write_turn(float *data, const float *src, size_t n, int stream)
     (void)stream;
 #endif
     memcpy(data + i, src + i, (n - i) * sizeof *data);
-    return trainer_now() - t;
+    return prog_now() - t;
 }
 
 /* acc += src; returns the seconds it took. */
 static double read_add(float *restrict acc, const float *restrict src,
                        size_t n)
 {
-    double t = trainer_now();
+    double t = prog_now();
     for (size_t i = 0; i < n; i++) acc[i] += src[i];
-    return trainer_now() - t;
+    return prog_now() - t;
+}
+
+typedef struct {
+    long long bytes, iters;
+    int stream;
+} options_t;
+
+static const struct option long_options[] = {
+    {"bytes", required_argument, NULL, 'b'},
+    {"iters", required_argument, NULL, 'n'},
+    {"stream", no_argument, NULL, 's'},
+    PROG_END_LONG_OPTIONS,
+};
+
+static const prog_cli_t cli = {
+    .optstring = ":b:n:sh",
+    .long_options = long_options,
+    .usage_args = "[options]   (one process, no MPI)\n",
+    .usage_options =
+        "  -b, --bytes N            bytes written and read a turn, "
+        "4..1073741824 (481280)\n"
+        "  -n, --iters K            turns, 1..1000000 (2000)\n"
+        "  -s, --stream             the writer's stores skip the caches\n",
+    .usage_notes = "Exit status: 0, 1 no second PU or a system call "
+                   "failed, 2 bad options.\n",
+};
+
+/* 0: run; 1: --help printed; -1: bad options, explained. */
+static int parse_options(int argc, char **argv, options_t *o)
+{
+    int opt;
+
+    *o = (options_t){.bytes = 470 << 10, .iters = 2000};
+    while ((opt = prog_getopt(argc, argv, &cli)) >= 0) {
+        if (opt == 's')
+            o->stream = 1;
+        else if (opt == 'b' && prog_parse_ll(optarg, 4, 1 << 30, &o->bytes))
+            return prog_bad_value(long_options, opt, optarg,
+                                  "expected an integer from 4 to "
+                                  "1073741824");
+        else if (opt == 'n' &&
+                 prog_parse_ll(optarg, 1, 1000000, &o->iters))
+            return prog_bad_value(long_options, opt, optarg,
+                                  "expected an integer from 1 to 1000000");
+    }
+    return opt == PROG_OPT_END ? 0 : opt == PROG_OPT_HELP ? 1 : -1;
 }
 
 int main(int argc, char **argv)
 {
-    long long bytes = 470 << 10, iters = 2000;
-    int stream = 0;
-    char err[256] = "";
-    for (int i = 1; i < argc && !err[0]; i++) {
-        char flag[64];
-        const char *val = trainer_split_flag(argv[i], flag, sizeof flag);
-        if (!strcmp(flag, "--help") && val) {
-            snprintf(err, sizeof err, "--help takes no value");
-            break;
-        }
-        if (!strcmp(flag, "--help")) {
-            puts("usage: cross_core [--bytes N] [--iters K] [--stream]");
-            return 0;
-        }
-        if (!strcmp(flag, "--stream")) {
-            if (val) snprintf(err, sizeof err, "--stream takes no value");
-            stream = 1;
-            continue;
-        }
-        if (strcmp(flag, "--bytes") && strcmp(flag, "--iters")) {
-            snprintf(err, sizeof err, "unknown flag \"%s\"", argv[i]);
-            break;
-        }
-        if (!val) val = trainer_next_value(flag, argc, argv, &i, err,
-                                           sizeof err);
-        if (!val) break;
-        if (!strcmp(flag, "--bytes"))
-            trainer_parse_ll(flag, val, 4, 1 << 30, &bytes, err, sizeof err);
-        else
-            trainer_parse_ll(flag, val, 1, 1000000, &iters, err, sizeof err);
-    }
-    if (err[0]) {
-        fprintf(stderr, "cross_core: %s\n", err);
-        return 2;
-    }
+    options_t o;
+
+    prog_identify("cross_core", 0);
+    int rc = parse_options(argc, argv, &o);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
+    long long bytes = o.bytes, iters = o.iters;
+    int stream = o.stream;
     int me, peer;
     if (!two_pus(&me, &peer)) {
         fprintf(stderr, "cross_core: needs two PUs to run on\n");

@@ -70,7 +70,7 @@ static _Noreturn void die_hvd(int status, const char *call,
                               const char *tensor, const char *file, int line)
 {
     fprintf(stderr, "%s:%d: host %s rank %d: %s failed%s%s: %s (%d)\n", file,
-            line, bench_host, bench_rank, call,
+            line, bench_host, prog_rank, call,
             tensor ? " for tensor " : "", tensor ? tensor : "",
             hvd_strerror(status), status);
     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -116,12 +116,13 @@ static const struct option long_options[] = {
     {"fusion", required_argument, NULL, OPT_FUSION},
     {"workload", required_argument, NULL, OPT_WORKLOAD},
     {"order", required_argument, NULL, OPT_ORDER},
-    BENCH_END_LONG_OPTIONS,
+    PROG_END_LONG_OPTIONS,
 };
 
-static const bench_cli_t cli = {
+static const prog_cli_t cli = {
     .optstring = ":n:w:r:c:o:h",
     .long_options = long_options,
+    .usage_args = BENCH_USAGE_ARGS,
     .usage_options =
         "  -n, --iters N            timed iterations per workload and "
         "method (default 20)\n"
@@ -137,17 +138,8 @@ static const bench_cli_t cli = {
         "      --order O            interleaved (default; needs "
         "MPI_THREAD_MULTIPLE) or separate\n"
         "                           (mpi and ring timed before hvd_init)\n",
-    .usage_notes = "",
+    .usage_notes = BENCH_USAGE_EXIT,
 };
-
-/* Index of text in a NULL-terminated list of words, or -1. */
-static int parse_word(const char *text, const char *const *words)
-{
-    for (int i = 0; words[i] != NULL; i++)
-        if (strcmp(text, words[i]) == 0)
-            return i;
-    return -1;
-}
 
 static int parse_word_opt(int opt, const char *arg, opts_t *o)
 {
@@ -160,24 +152,24 @@ static int parse_word_opt(int opt, const char *arg, opts_t *o)
 
     switch (opt) {
     case 'o':
-        if ((i = parse_word(arg, ops)) < 0)
-            return bench_bad_value(lo, opt, arg, "expected sum or avg");
+        if ((i = prog_parse_word(arg, ops)) < 0)
+            return prog_bad_value(lo, opt, arg, "expected sum or avg");
         o->op = i == 0 ? HVD_SUM : HVD_AVERAGE;
         return 0;
     case OPT_FUSION:
-        if ((i = parse_word(arg, onoff)) < 0)
-            return bench_bad_value(lo, opt, arg, "expected on or off");
+        if ((i = prog_parse_word(arg, onoff)) < 0)
+            return prog_bad_value(lo, opt, arg, "expected on or off");
         o->fusion = i;
         return 0;
     case OPT_WORKLOAD:
-        if ((i = parse_word(arg, wls)) < 0)
-            return bench_bad_value(lo, opt, arg,
+        if ((i = prog_parse_word(arg, wls)) < 0)
+            return prog_bad_value(lo, opt, arg,
                                    "expected all, small or resnet50");
         o->workloads = i == 2 ? (1 << WL_SMALL) | (1 << WL_RESNET50) : 1 << i;
         return 0;
     default: /* OPT_ORDER */
-        if ((i = parse_word(arg, orders)) < 0)
-            return bench_bad_value(lo, opt, arg,
+        if ((i = prog_parse_word(arg, orders)) < 0)
+            return prog_bad_value(lo, opt, arg,
                                    "expected interleaved or separate");
         o->order = i;
         return 0;
@@ -206,10 +198,8 @@ static int check_fusion_env(const opts_t *o)
 
     if (!o->fusion || env == NULL || !threshold_is_zero(env))
         return 0;
-    if (bench_rank == 0)
-        fprintf(stderr, "fusion_perf: --fusion on, but HVD_FUSION_THRESHOLD="
-                "%s turns fusion off: unset it or pass --fusion off\n", env);
-    return -1;
+    return prog_refuse("--fusion on, but HVD_FUSION_THRESHOLD=%s turns "
+                       "fusion off: unset it or pass --fusion off", env);
 }
 
 /* 0: run; 1: --help printed; -1: bad options, explained on rank 0. */
@@ -220,15 +210,15 @@ static int parse_options(int argc, char **argv, opts_t *o)
     *o = (opts_t){.loop = BENCH_LOOP_DEFAULTS, .op = HVD_SUM, .fusion = 1,
                   .workloads = (1 << WL_SMALL) | (1 << WL_RESNET50),
                   .order = ORDER_INTERLEAVED};
-    while ((opt = bench_getopt(argc, argv, &cli)) >= 0) {
+    while ((opt = prog_getopt(argc, argv, &cli)) >= 0) {
         int rc = bench_parse_loop_opt(long_options, opt, optarg, &o->loop);
         if (rc > 0) /* not -n, -w, -r or -c */
             rc = parse_word_opt(opt, optarg, o);
         if (rc != 0)
             return -1;
     }
-    if (opt != BENCH_OPT_END)
-        return opt == BENCH_OPT_HELP ? 1 : -1;
+    if (opt != PROG_OPT_END)
+        return opt == PROG_OPT_HELP ? 1 : -1;
     return check_fusion_env(o);
 }
 

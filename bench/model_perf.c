@@ -5,7 +5,7 @@
  * steps, so that other load on a shared machine shows least.
  *
  *   bench/model_perf [--model mlp|cnn] [--batch-size B] [--steps K]
- *                    [--reps R]
+ *                    [--reps R]   (prog/prog.h's grammar)
  *
  * Prints "MODEL batch B: T ms of CPU per step (best of R x K), N images/s".
  * Exit status: 0, 1 (the model failed), 2 (bad flags).
@@ -13,10 +13,58 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
-#include "examples/trainer.h"
 #include "models/model.h"
+#include "prog/prog.h"
+
+typedef struct {
+    const char *kind;
+    int batch, steps, reps;
+} options_t;
+
+static const struct option long_options[] = {
+    {"model", required_argument, NULL, 'm'},
+    {"batch-size", required_argument, NULL, 'b'},
+    {"steps", required_argument, NULL, 's'},
+    {"reps", required_argument, NULL, 'r'},
+    PROG_END_LONG_OPTIONS,
+};
+
+static const prog_cli_t cli = {
+    .optstring = ":m:b:s:r:h",
+    .long_options = long_options,
+    .usage_args = "[options]   (one process, no MPI)\n",
+    .usage_options =
+        "  -m, --model mlp|cnn      network (cnn)\n"
+        "  -b, --batch-size B       samples per step, 1..65536 (64)\n"
+        "  -s, --steps K            steps per repetition, 1..65536 (10)\n"
+        "  -r, --reps R             repetitions, the best kept, 1..65536 "
+        "(5)\n",
+    .usage_notes = "Exit status: 0, 1 the model failed, 2 bad options.\n",
+};
+
+/* 0: run; 1: --help printed; -1: bad options, explained. */
+static int parse_options(int argc, char **argv, options_t *o)
+{
+    static const char *const models[] = {"mlp", "cnn", NULL};
+    int opt, *count;
+
+    *o = (options_t){.kind = "cnn", .batch = 64, .steps = 10, .reps = 5};
+    while ((opt = prog_getopt(argc, argv, &cli)) >= 0) {
+        if (opt == 'm') {
+            if (prog_parse_word(optarg, models) < 0)
+                return prog_bad_value(long_options, opt, optarg,
+                                      "expected mlp or cnn");
+            o->kind = optarg;
+            continue;
+        }
+        count = opt == 'b' ? &o->batch : opt == 's' ? &o->steps : &o->reps;
+        if (prog_parse_int(optarg, 1, 65536, count))
+            return prog_bad_value(long_options, opt, optarg,
+                                  "expected an integer from 1 to 65536");
+    }
+    return opt == PROG_OPT_END ? 0 : opt == PROG_OPT_HELP ? 1 : -1;
+}
 
 static double thread_cpu_s(void)
 {
@@ -27,44 +75,16 @@ static double thread_cpu_s(void)
 
 int main(int argc, char **argv)
 {
-    const char *kind = "cnn";
-    long long batch = 64, steps = 10, reps = 5;
-    char err[256] = "";
-    for (int i = 1; i < argc && !err[0]; i++) {
-        char flag[64];
-        const char *val = trainer_split_flag(argv[i], flag, sizeof flag);
-        if (!strcmp(flag, "--help")) {
-            puts("usage: model_perf [--model mlp|cnn] [--batch-size B] "
-                 "[--steps K] [--reps R]");
-            return 0;
-        }
-        if (strcmp(flag, "--model") && strcmp(flag, "--batch-size") &&
-            strcmp(flag, "--steps") && strcmp(flag, "--reps")) {
-            snprintf(err, sizeof err, "unknown flag \"%s\"", argv[i]);
-            break;
-        }
-        if (!val) val = trainer_next_value(flag, argc, argv, &i, err,
-                                           sizeof err);
-        if (!val) break;
-        if (!strcmp(flag, "--model")) {
-            if (strcmp(val, "mlp") && strcmp(val, "cnn"))
-                snprintf(err, sizeof err, "--model: unknown model \"%s\" "
-                         "(mlp or cnn)", val);
-            else
-                kind = val;
-        } else {
-            long long *out = !strcmp(flag, "--batch-size") ? &batch
-                             : !strcmp(flag, "--steps")    ? &steps
-                                                           : &reps;
-            trainer_parse_ll(flag, val, 1, 65536, out, err, sizeof err);
-        }
-    }
-    if (err[0]) {
-        fprintf(stderr, "model_perf: %s\n", err);
-        return 2;
-    }
+    options_t o;
 
-    trainer_setup_cpu();
+    prog_identify("model_perf", 0);
+    int rc = parse_options(argc, argv, &o);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
+    const char *kind = o.kind;
+    long long batch = o.batch, steps = o.steps, reps = o.reps;
+
+    model_setup_cpu();
     model_t m;
     int status = model_init(&m, kind, (int)batch, 1);
     float *x = malloc((size_t)batch * 784 * sizeof *x);

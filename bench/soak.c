@@ -81,8 +81,8 @@ static double expected(const job_t *j, int k, size_t i, int size)
                                       : (double)((float)acc / (float)size);
     /* Rounded to the dtype, as the result is. */
     char one[8];
-    bench_value_store(one, 0, (ring_dtype_t)j->dtype, acc);
-    return bench_value_load(one, 0, (ring_dtype_t)j->dtype);
+    prog_value_store(one, 0, (ring_dtype_t)j->dtype, acc);
+    return prog_value_load(one, 0, (ring_dtype_t)j->dtype);
 }
 
 static double now_s(void)
@@ -152,7 +152,7 @@ int main(int argc, char **argv)
             j->in = malloc(j->count * esize + 1);
             j->out = malloc(out_count * esize + 1);
             for (size_t i = 0; i < j->count; i++)
-                bench_value_store(j->kind == 1 ? j->out : j->in, i,
+                prog_value_store(j->kind == 1 ? j->out : j->in, i,
                                   (ring_dtype_t)j->dtype, input(rank, i, k));
             order[k] = k;
         }
@@ -185,7 +185,7 @@ int main(int argc, char **argv)
             size_t total = j->kind == 2 ? j->count * (size_t)size : j->count;
             if (s != HVD_OK) failed++;
             for (size_t i = 0; s == HVD_OK && i < total; i++)
-                if (bench_value_load(j->out, i, (ring_dtype_t)j->dtype) !=
+                if (prog_value_load(j->out, i, (ring_dtype_t)j->dtype) !=
                     expected(j, k, i, size)) {
                     if (!wrong)
                         fprintf(stderr, "soak rank %d: %s element %zu wrong\n",

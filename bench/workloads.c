@@ -38,7 +38,7 @@ workload_add(bench_workload_t *w, size_t count, const char *fmt, ...)
 
     if (w->ntensors == w->cap) {
         fprintf(stderr, "%s: bug: more than %d tensors in %s\n",
-                bench_prog, w->cap, w->name);
+                prog_name, w->cap, w->name);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     va_start(ap, fmt);
@@ -133,7 +133,7 @@ void bench_workload_resnet50(bench_workload_t *w)
     workload_add(w, 1000, "fc.bias");
     if (w->ntensors != RESNET50_NTENSORS || w->total_count != RESNET50_COUNT) {
         fprintf(stderr, "%s: bug: ResNet-50 has %d tensors, %zu elements; "
-                "expected %d, %u\n", bench_prog, w->ntensors,
+                "expected %d, %u\n", prog_name, w->ntensors,
                 w->total_count, RESNET50_NTENSORS, RESNET50_COUNT);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }

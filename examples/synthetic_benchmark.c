@@ -11,23 +11,21 @@
  *       [--batch-size B] [--num-warmup-batches W] [--num-batches-per-iter K]
  *       [--num-iters I] [--fp16-allreduce] [--seed S]
  *
- * Exit status: 0, 1 (model or training error), 2 (bad flags); every rank
- * leaves through hvd_shutdown.
+ * Flags in prog/prog.h's grammar; every rank must be given the same ones
+ * (trainer_flags_agree). Exit status: 0, 1 (model or training error), 2
+ * (bad flags); every rank leaves through hvd_shutdown.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 #include "examples/trainer.h"
 #include "hvd/hvd.h"
 #include "models/model.h"
-
+#include "prog/prog.h"
 
 typedef struct {
     const char *model;
@@ -35,69 +33,103 @@ typedef struct {
     int fp16, help;
 } options_t;
 
-static const char usage_text[] =
-    "usage: mpirun -np N synthetic_benchmark [options]\n"
-    "  --model mlp|cnn             network (mlp)\n"
-    "  --batch-size B              samples per batch per rank, 1..65536 (32)\n"
-    "  --num-warmup-batches W      untimed batches first, 0..1000000 (10)\n"
-    "  --num-batches-per-iter K    batches per timed iteration, 1..1000000 (10)\n"
-    "  --num-iters I               timed iterations, 1..1000000 (10)\n"
-    "  --fp16-allreduce            gradients travel as float16\n"
-    "  --seed S                    seed of the weights and the data, 0..2^62 (42)\n"
-    "  --help                      this text\n";
+/* The integer flags: long_options' first rows, in this order, whose
+ * getopt values are OPT_INTS + their index. */
+static const struct {
+    long long lo, hi;
+    size_t off;
+    const char *want;
+} ints[] = {
+    {1, 65536, offsetof(options_t, batch_size),
+     "expected an integer from 1 to 65536"},
+    {0, 1000000, offsetof(options_t, warmup),
+     "expected an integer from 0 to 1000000"},
+    {1, 1000000, offsetof(options_t, per_iter),
+     "expected an integer from 1 to 1000000"},
+    {1, 1000000, offsetof(options_t, iters),
+     "expected an integer from 1 to 1000000"},
+    {0, (long long)1 << 62, offsetof(options_t, seed),
+     "expected an integer from 0 to 2^62"},
+};
 
-/* Flags as "--flag value" or "--flag=value", as train_fmnist's. */
-static int parse_options(int argc, char **argv, options_t *o, char *err,
-                         size_t n)
+enum { OPT_INTS = 256, OPT_MODEL = OPT_INTS + 5, OPT_FP16 };
+
+static const struct option long_options[] = {
+    {"batch-size", required_argument, NULL, OPT_INTS},
+    {"num-warmup-batches", required_argument, NULL, OPT_INTS + 1},
+    {"num-batches-per-iter", required_argument, NULL, OPT_INTS + 2},
+    {"num-iters", required_argument, NULL, OPT_INTS + 3},
+    {"seed", required_argument, NULL, OPT_INTS + 4},
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"fp16-allreduce", no_argument, NULL, OPT_FP16},
+    PROG_END_LONG_OPTIONS,
+};
+
+static const prog_cli_t cli = {
+    .optstring = ":h",
+    .long_options = long_options,
+    .usage_args = "[options]   (run it under mpirun -np N)\n",
+    .usage_options =
+        "      --model mlp|cnn      network (mlp)\n"
+        "      --batch-size B       samples per batch per rank, 1..65536 "
+        "(32)\n"
+        "      --num-warmup-batches W  untimed batches first, 0..1000000 "
+        "(10)\n"
+        "      --num-batches-per-iter K  batches per timed iteration,\n"
+        "                           1..1000000 (10)\n"
+        "      --num-iters I        timed iterations, 1..1000000 (10)\n"
+        "      --fp16-allreduce     gradients travel as float16\n"
+        "      --seed S             seed of the weights and the data, "
+        "0..2^62 (42)\n",
+    .usage_notes =
+        "Every rank must be given the same flags (checked at start: exit 2\n"
+        "naming the flag).\n"
+        "Exit status: 0, 1 model or training error, 2 bad flags.\n",
+};
+
+/* 0: run; 1: --help printed; -1: refused (prog_refuse). */
+static int parse_options(int argc, char **argv, options_t *o)
 {
+    static const char *const models[] = {"mlp", "cnn", NULL};
+    int opt, k;
+
     *o = (options_t){.model = "mlp", .batch_size = 32, .warmup = 10,
                      .per_iter = 10, .iters = 10, .seed = 42};
-    static const struct {
-        const char *flag;
-        long long lo, hi;
-        size_t off;
-    } ints[] = {
-        {"--batch-size", 1, 65536, offsetof(options_t, batch_size)},
-        {"--num-warmup-batches", 0, 1000000, offsetof(options_t, warmup)},
-        {"--num-batches-per-iter", 1, 1000000, offsetof(options_t, per_iter)},
-        {"--num-iters", 1, 1000000, offsetof(options_t, iters)},
-        {"--seed", 0, (long long)1 << 62, offsetof(options_t, seed)},
-    };
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        char flag[64];
-        const char *val = trainer_split_flag(arg, flag, sizeof flag);
-        if (!strcmp(flag, "--help") || !strcmp(flag, "-h") ||
-            !strcmp(flag, "--fp16-allreduce")) {
-            if (val) {
-                snprintf(err, n, "%s takes no value", flag);
-                return -1;
-            }
-            *(flag[2] == 'f' ? &o->fp16 : &o->help) = 1;
-            continue;
-        }
-        size_t k, nk = sizeof ints / sizeof ints[0];
-        for (k = 0; k < nk; k++)
-            if (!strcmp(flag, ints[k].flag)) break;
-        if (k == nk && strcmp(flag, "--model")) {
-            snprintf(err, n, "unknown flag \"%s\"", arg);
-            return -1;
-        }
-        if (!val) val = trainer_next_value(flag, argc, argv, &i, err, n);
-        if (!val) return -1;
-        if (k < nk) {
-            if (trainer_parse_ll(flag, val, ints[k].lo, ints[k].hi,
-                         (long long *)((char *)o + ints[k].off), err, n))
-                return -1;
-        } else if (strcmp(val, "mlp") && strcmp(val, "cnn")) {
-            snprintf(err, n, "--model: unknown model \"%s\" (mlp or cnn)",
-                     val);
-            return -1;
-        } else {
-            o->model = val;
+    while ((opt = prog_getopt(argc, argv, &cli)) >= 0) {
+        if (opt == OPT_FP16) {
+            o->fp16 = 1;
+        } else if (opt == OPT_MODEL) {
+            if ((k = prog_parse_word(optarg, models)) < 0)
+                return prog_bad_value(long_options, opt, optarg,
+                                      "expected mlp or cnn");
+            o->model = models[k];
+        } else if (prog_parse_ll(optarg, ints[opt - OPT_INTS].lo,
+                                 ints[opt - OPT_INTS].hi,
+                                 (long long *)((char *)o +
+                                               ints[opt - OPT_INTS].off))) {
+            return prog_bad_value(long_options, opt, optarg,
+                                  ints[opt - OPT_INTS].want);
         }
     }
-    return 0;
+    o->help = opt == PROG_OPT_HELP;
+    return opt == PROG_OPT_END ? 0 : o->help ? 1 : -1;
+}
+
+/* The flags that every rank must be given alike: all of them. */
+static size_t flags_to_agree(const options_t *o, trainer_flag_t *f)
+{
+    size_t n = 0;
+
+    trainer_flag_text(&f[n++], "model", "%s", o->model);
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++)
+        trainer_flag_text(&f[n++], long_options[k].name, "%lld",
+                          *(const long long *)((const char *)o +
+                                               ints[k].off));
+    trainer_flag_text(&f[n++], "fp16-allreduce", "%s",
+                      o->fp16 ? "given" : "not given");
+    trainer_flag_text(&f[n++], "help", "%s",
+                      o->help ? "given" : "not given");
+    return n;
 }
 
 /* splitmix64, and a standard normal from it (Box-Muller), for the data. */
@@ -138,7 +170,7 @@ static int train_step(model_t *m, hvd_dist_opt_t *dopt, const float *x,
 
 int main(int argc, char **argv)
 {
-    trainer_setup_cpu(); /* before the first BLAS call */
+    model_setup_cpu(); /* before the first BLAS call */
 
     int status = hvd_init(&argc, &argv);
     if (status != HVD_OK) {
@@ -148,7 +180,7 @@ int main(int argc, char **argv)
     }
     int rank = hvd_rank(), size = hvd_size(), rc = 1;
     options_t opt;
-    char err[512] = "";
+    trainer_flag_t agreed[3 + sizeof ints / sizeof ints[0]]; /* all */
     model_t m = {0};
     model_sgd_t sgd = {0};
     trainer_sgd_t sctx = {&m, &sgd};
@@ -157,17 +189,13 @@ int main(int argc, char **argv)
     int *y = NULL;
     double *img_secs = NULL;
 
-    if (parse_options(argc, argv, &opt, err, sizeof err) != 0) {
-        if (rank == 0)
-            fprintf(stderr, "synthetic_benchmark: %s\n(try --help)\n", err);
-        rc = 2;
+    prog_identify("synthetic_benchmark", rank);
+    int parsed = parse_options(argc, argv, &opt);
+    rc = trainer_flags_agree(parsed < 0, agreed,
+                             flags_to_agree(&opt, agreed));
+    if (rc != 0 || opt.help)
         goto out;
-    }
-    if (opt.help) {
-        if (rank == 0) fputs(usage_text, stdout);
-        rc = 0;
-        goto out;
-    }
+    rc = 1;
 
     /* ---- model, SGD, DistributedOptimizer ---- */
     int B = (int)opt.batch_size;
@@ -219,10 +247,10 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     for (long long it = 0; it < opt.iters; it++) {
-        double t0 = trainer_now();
+        double t0 = prog_now();
         for (long long b = 0; b < opt.per_iter; b++)
             if (train_step(&m, dopt, x, y, B, rank) != 0) goto out;
-        double dt = trainer_now() - t0;
+        double dt = prog_now() - t0;
         img_secs[it] = (double)B * (double)opt.per_iter / (dt > 0 ? dt : 1e-9);
         if (rank == 0) {
             printf("Iter #%lld: %.1f img/sec per rank\n", it, img_secs[it]);

@@ -19,6 +19,7 @@
 #include "examples/trainer.h"
 #include "hvd/hvd.h"
 #include "models/model.h"
+#include "prog/prog.h"
 
 /* ---- the learning-rate schedule: change it here ---- */
 
@@ -261,7 +262,7 @@ static void show_progress(loop_t *L, int64_t epoch, double t_epoch,
                           double *t_win, double loss_win, long long steps_win,
                           double images_win)
 {
-    double t = trainer_now();
+    double t = prog_now();
     double elapsed = L->train_time + (t - t_epoch);
     double left = elapsed / (double)L->done_steps *
                   (double)(L->run_steps - L->done_steps);
@@ -299,7 +300,7 @@ static int train_epoch(loop_t *L, int64_t epoch, epoch_t *e)
     long long log_every = L->spe / 10 > 0 ? (long long)L->spe / 10 : 1;
     *e = (epoch_t){0};
     data_shard_set_epoch(&L->shard, (uint64_t)epoch);
-    double t_epoch = trainer_now(), t_win = t_epoch, loss_win = 0;
+    double t_epoch = prog_now(), t_win = t_epoch, loss_win = 0;
     double images_win = 0;
     long long steps_win = 0;
     for (size_t b = 0; b < L->spe; b++) {
@@ -326,7 +327,7 @@ static int train_epoch(loop_t *L, int64_t epoch, epoch_t *e)
         e->images += (double)n * L->size;
         if (L->rank != 0) continue;
         int last = b + 1 == L->spe || L->gstep == L->end_step;
-        int show = L->tty ? (trainer_now() - t_win >= 0.25 || last)
+        int show = L->tty ? (prog_now() - t_win >= 0.25 || last)
                           : (L->gstep % log_every == 0 || last);
         if (!show) continue;
         show_progress(L, epoch, t_epoch, &t_win, loss_win, steps_win,
@@ -335,7 +336,7 @@ static int train_epoch(loop_t *L, int64_t epoch, epoch_t *e)
         steps_win = 0;
         images_win = 0;
     }
-    e->time = trainer_now() - t_epoch;
+    e->time = prog_now() - t_epoch;
     L->train_time += e->time;
     L->total_images += e->images;
     return 0;
@@ -423,6 +424,11 @@ static int run(loop_t *L, int64_t start_epoch)
 {
     const train_loop_options_t *o = &L->opt;
     L->spe = data_shard_batch_count(&L->shard);
+    /* --max-steps K alone trains K steps, in as many epochs as they take
+     * (K < 2^62: no overflow); the schedule decays over them. */
+    if (o->max_steps > 0 && !o->epochs_given)
+        L->opt.epochs = (o->max_steps + (long long)L->spe - 1) /
+                        (long long)L->spe;
     /* A checkpoint may hold any epoch >= 0 (its CRC says only that it is
      * whole): steps are counted up to --epochs at most, so that epoch x
      * steps cannot overflow. */
@@ -470,22 +476,19 @@ static int run(loop_t *L, int64_t start_epoch)
     return 0;
 }
 
-/* Flags and the checks that need no data: -1 to go on, else the exit
- * status. */
+/* Flags, their agreement across the ranks and the checks that need no
+ * data: -1 to go on, else the exit status. */
 static int check_flags(loop_t *L, int argc, char **argv)
 {
     const train_loop_config_t *c = L->cfg;
     const train_loop_options_t *o = &L->opt;
-    if (train_loop_parse_flags(c, argc, argv, &L->opt, L->err,
-                               sizeof L->err) != 0) {
-        if (L->rank == 0)
-            fprintf(stderr, "%s: %s\n(try --help)\n", c->name, L->err);
-        return 2;
-    }
-    if (o->help) {
-        if (L->rank == 0) train_loop_usage(c, stdout);
-        return 0;
-    }
+    trainer_flag_t agreed[TRAIN_LOOP_AGREED_MAX];
+    prog_identify(c->name, L->rank);
+    int parsed = train_loop_parse_flags(c, argc, argv, &L->opt);
+    size_t n = train_loop_flags_to_agree(o, agreed);
+    int rc = trainer_flags_agree(parsed < 0, agreed, n);
+    if (rc != 0) return rc;
+    if (o->help) return 0;
     if (strcmp(o->device, "cpu") != 0) {
         if (L->rank == 0)
             fprintf(stderr, "%s: --device %s: not supported yet; this build "
@@ -508,7 +511,7 @@ static int check_flags(loop_t *L, int argc, char **argv)
 
 int train_loop_main(const train_loop_config_t *cfg, int argc, char **argv)
 {
-    trainer_setup_cpu(); /* before the first BLAS call */
+    model_setup_cpu(); /* before the first BLAS call */
 
     int status = hvd_init(&argc, &argv);
     if (status != HVD_OK) {

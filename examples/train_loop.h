@@ -10,7 +10,8 @@
  *
  * A program is a train_loop_config_t (its name, data set, loader, image
  * shape and normalisation constants) handed to train_loop_main, which
- * parses the flags (train_loop_flags.c) and runs the rest (train_loop.c).
+ * parses the flags (train_loop_flags.c), checks that every rank was given
+ * the same ones where they must agree, and runs the rest (train_loop.c).
  * The learning-rate schedule is one function in train_loop.c.
  * Left out: --device cuda (refused), Nesterov / weight decay flags,
  * augmentation. Prefix train_loop_.
@@ -20,8 +21,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include "examples/data.h"
+#include "examples/trainer.h"
 
 enum { TRAIN_LOOP_CHANNELS_MAX = 4 };
 
@@ -50,7 +51,8 @@ typedef struct {
 /* The flags, parsed. */
 typedef struct {
     const char *model;    /* mlp or cnn */
-    long long epochs;
+    long long epochs;     /* 2 unless given; see max_steps */
+    int epochs_given;
     long long batch_size; /* per rank */
     double lr;            /* base: the schedule scales it (train_loop.c) */
     uint64_t seed;
@@ -60,7 +62,8 @@ typedef struct {
     int fp16_allreduce;    /* 1: gradients travel as float16 */
     int shard_optimizer;   /* 1: each rank steps its share (ZeRO-1); the
                               default, unless fp16_allreduce */
-    long long max_steps;   /* 0: no limit */
+    long long max_steps;   /* 0: no limit; without --epochs, the epochs
+                              are as many as these steps take */
     long long train_limit; /* 0: every training image */
     const char *device;
     const char *progress; /* auto, bar (\r) or lines */
@@ -68,15 +71,20 @@ typedef struct {
     int help;
 } train_loop_options_t;
 
-/* Parses argv ("--flag value" or "--flag=value") into *opt, with cfg's
- * defaults. Returns 0, or -1 with a message naming the flag in err (n
- * bytes). */
+/* Parses argv in prog/'s grammar into *opt, with cfg's defaults, after
+ * prog_identify(). Returns 0; 1 after --help (usage printed by rank 0);
+ * -1 when refused (prog_refuse: rank 0 said why, prog_refusal() keeps it).
+ */
 int train_loop_parse_flags(const train_loop_config_t *cfg, int argc,
-                           char **argv, train_loop_options_t *opt, char *err,
-                           size_t n);
+                           char **argv, train_loop_options_t *opt);
 
-/* --help's text for cfg's program, to f. */
-void train_loop_usage(const train_loop_config_t *cfg, FILE *f);
+/* Enough for train_loop_flags_to_agree's list. */
+enum { TRAIN_LOOP_AGREED_MAX = 16 };
+
+/* The flags of opt that every rank must be given alike, into flags (room
+ * for TRAIN_LOOP_AGREED_MAX); returns how many. */
+size_t train_loop_flags_to_agree(const train_loop_options_t *opt,
+                                 trainer_flag_t *flags);
 
 /* The whole program: hvd_init, flags, data, model, training, hvd_shutdown.
  * Returns the exit status: 0, 1 (data, checkpoint or training error), 2

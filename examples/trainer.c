@@ -1,73 +1,104 @@
 /* examples/trainer.c: the pieces the training programs share; see
- * examples/trainer.h. */
+ * examples/trainer.h.
+ */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "examples/trainer.h"
 #include "hvd/hvd.h"
+#include "prog/prog.h"
 
-/* OpenBLAS's thread count; weak, so the program links with other BLAS. */
-void openblas_set_num_threads(int num_threads) __attribute__((weak));
+/* ---- flags that every rank must be given alike ---- */
 
-void trainer_setup_cpu(void)
+/* Bytes each rank sends: '1' and its refusal, or '0' and its values, one
+ * a line in the flags' order. */
+enum { AGREE_NBYTES = 2048 };
+
+void trainer_flag_text(trainer_flag_t *f, const char *flag,
+                       const char *format, ...)
 {
-    /* The variable alone is too late for an OpenBLAS already loaded. */
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    setenv("OMP_NUM_THREADS", "1", 0);
-    if (openblas_set_num_threads) openblas_set_num_threads(1);
-    model_flush_denormals();
+    va_list ap;
+
+    f->flag = flag;
+    va_start(ap, format);
+    vsnprintf(f->value, sizeof f->value, format, ap);
+    va_end(ap);
 }
 
-double trainer_now(void)
+/* Value k of a rank's block (after its '0'), of *len bytes. */
+static const char *value_at(const char *block, size_t k, int *len)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    const char *v = block + 1;
+
+    for (; k > 0; k--)
+        v += strcspn(v, "\n") + (v[strcspn(v, "\n")] != 0);
+    *len = (int)strcspn(v, "\n");
+    return v;
 }
 
-const char *trainer_split_flag(const char *arg, char *flag, size_t n)
+/* Every rank's verdict on the gathered blocks: 0 or 2, said as
+ * trainer_flags_agree says. */
+static int judge(const char *all, int size, int refused,
+                 const trainer_flag_t *flags, size_t n)
 {
-    const char *eq = strchr(arg, '=');
-    if (strncmp(arg, "--", 2) == 0 && eq && (size_t)(eq - arg) < n) {
-        memcpy(flag, arg, (size_t)(eq - arg));
-        flag[eq - arg] = 0;
-        return eq + 1;
-    }
-    snprintf(flag, n, "%s", arg);
-    return NULL;
-}
-
-const char *trainer_next_value(const char *flag, int argc, char **argv,
-                               int *i, char *err, size_t n)
-{
-    if (*i + 1 >= argc) {
-        snprintf(err, n, "%s: missing value", flag);
-        return NULL;
-    }
-    return argv[++*i];
-}
-
-int trainer_parse_ll(const char *flag, const char *s, long long lo,
-                     long long hi, long long *out, char *err, size_t n)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno == ERANGE) {
-        snprintf(err, n, "%s: \"%s\" is not an integer", flag, s);
-        return -1;
-    }
-    if (v < lo || v > hi) {
-        snprintf(err, n, "%s: %lld is out of range %lld..%lld", flag, v, lo,
-                 hi);
-        return -1;
-    }
-    *out = v;
+    for (int r = 0; r < size; r++)
+        if (all[(size_t)r * AGREE_NBYTES] == '1') {
+            if (prog_rank == 0 && !refused)
+                fprintf(stderr, "%s: rank %d: %s\n", prog_name, r,
+                        all + (size_t)r * AGREE_NBYTES + 1);
+            return 2;
+        }
+    /* Whether some rank differs from this one on flag k is the same on
+     * every rank (not all alike), so all stop at the same flag. */
+    for (size_t k = 0; k < n; k++)
+        for (int r = 0; r < size; r++) {
+            int len;
+            const char *v = value_at(all + (size_t)r * AGREE_NBYTES, k, &len);
+            if ((size_t)len == strlen(flags[k].value) &&
+                memcmp(v, flags[k].value, (size_t)len) == 0)
+                continue;
+            fprintf(stderr, "%s: rank %d: --%s %s here, %.*s on rank %d: "
+                    "every rank must be given the same --%s\n", prog_name,
+                    prog_rank, flags[k].flag, flags[k].value, len, v, r,
+                    flags[k].flag);
+            return 2;
+        }
     return 0;
 }
+
+int trainer_flags_agree(int refused, const trainer_flag_t *flags, size_t n)
+{
+    int size = hvd_size(), rc = 1;
+    char mine[AGREE_NBYTES] = "1";
+    char *all = malloc((size_t)size * AGREE_NBYTES);
+
+    if (refused) {
+        snprintf(mine + 1, sizeof mine - 1, "%s", prog_refusal());
+    } else {
+        size_t used = 1;
+        mine[0] = '0';
+        for (size_t k = 0; k < n && used < sizeof mine; k++)
+            used += (size_t)snprintf(mine + used, sizeof mine - used, "%s\n",
+                                     flags[k].value);
+    }
+    if (!all) {
+        fprintf(stderr, "%s: out of memory\n", prog_name);
+        return 1;
+    }
+    int status = hvd_allgather(mine, sizeof mine, all, HVD_UINT8,
+                               "trainer.flags");
+    if (status == HVD_OK)
+        rc = judge(all, size, refused, flags, n);
+    else
+        fprintf(stderr, "%s: rank %d: comparing the flags: %s\n", prog_name,
+                prog_rank, hvd_strerror(status));
+    free(all);
+    return rc;
+}
+
+/* ---- hvd's DistributedOptimizer over a model's SGD ---- */
 
 int trainer_sgd_step(void *ctx)
 {

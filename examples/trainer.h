@@ -1,8 +1,12 @@
 /* examples/trainer.h: what the training programs (train_loop.c,
- * synthetic_benchmark) share: one BLAS thread per rank and no denormals,
- * flag parsing in the "--flag value" / "--flag=value" style, a clock, and
- * the glue between a model's SGD and hvd's DistributedOptimizer (the
- * wrapped step and the backward hook). Prefix trainer_. */
+ * synthetic_benchmark) share: the check that every rank was given the
+ * flags that must agree, and the glue between a model's SGD and hvd's
+ * DistributedOptimizer (the wrapped step and the backward hook).
+ * Prefix trainer_.
+ *
+ * Left out: the command-line grammar and the clock (prog/prog.h), one BLAS
+ * thread per rank (model_setup_cpu), which bench/ uses too.
+ */
 #ifndef HVD_EXAMPLES_TRAINER_H
 #define HVD_EXAMPLES_TRAINER_H
 
@@ -10,26 +14,32 @@
 #include "hvd/hvd.h"
 #include "models/model.h"
 
-/* The calling thread trains: one BLAS thread per rank (call before the
- * first BLAS call) and denormals flushed to zero (model_flush_denormals). */
-void trainer_setup_cpu(void);
+/* ---- flags that every rank must be given alike ---- */
 
-/* Seconds on a monotonic clock. */
-double trainer_now(void);
+/* One, as the program parsed it (so that "--seed 010" and "--seed 10"
+ * agree): its name and its value in words. */
+typedef struct {
+    const char *flag; /* "seed", as long_options names it */
+    char value[48];   /* "10", "not given" */
+} trainer_flag_t;
 
-/* Splits "--flag=value" into flag (of n bytes) and returns the value;
- * otherwise copies arg into flag and returns NULL. */
-const char *trainer_split_flag(const char *arg, char *flag, size_t n);
+/* Sets f to flag and the printf-formatted value (cut to fit). */
+void trainer_flag_text(trainer_flag_t *f, const char *flag,
+                       const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
 
-/* A flag's value given as the next argument: argv[*i + 1], advancing *i;
- * NULL with "FLAG: missing value" in err (n bytes) when there is none. */
-const char *trainer_next_value(const char *flag, int argc, char **argv,
-                               int *i, char *err, size_t n);
+/* After each rank read its own command line, which may differ from the
+ * others' (refused: 1 when prog/ refused it, prog_refusal() saying why),
+ * every rank learns whether all ranks read theirs and were given
+ * flags[0..n) alike: one hvd_allgather ("trainer.flags"), the program's
+ * first collective. Returns 0 when so. Else 2, the exit status of bad
+ * flags, on every rank: rank 0 said "PROG: rank R: WHY" for a refusal on
+ * another rank only (its own was said), or each rank said "PROG: rank R:
+ * --FLAG V here, W on rank S: ..." for the first flag that differs. 1
+ * when the allgather failed. After prog_identify(). */
+int trainer_flags_agree(int refused, const trainer_flag_t *flags, size_t n);
 
-/* An integer flag value in [lo, hi]: 0, or -1 with a message naming the
- * flag in err (n bytes). */
-int trainer_parse_ll(const char *flag, const char *s, long long lo,
-                     long long hi, long long *out, char *err, size_t n);
+/* ---- hvd's DistributedOptimizer over a model's SGD ---- */
 
 /* The optimizer hvd wraps: SGD over the model's whole slabs. */
 typedef struct {

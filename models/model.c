@@ -9,6 +9,7 @@
  * convolutions, poolings and of the first linear layer follow from it
  * (1x28x28 for Fashion-MNIST, 3x32x32 for CIFAR-10).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,18 @@ int model_flush_denormals(void)
 #else
     return 0;
 #endif
+}
+
+/* OpenBLAS's thread count; weak, so the programs link with other BLAS. */
+void openblas_set_num_threads(int num_threads) __attribute__((weak));
+
+void model_setup_cpu(void)
+{
+    /* The variable alone is too late for an OpenBLAS already loaded. */
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    setenv("OMP_NUM_THREADS", "1", 0);
+    if (openblas_set_num_threads) openblas_set_num_threads(1);
+    model_flush_denormals();
 }
 
 /* ---- model tables ---- */

@@ -43,6 +43,12 @@ const char *model_strerror(int status);
  * does nothing). */
 int model_flush_denormals(void);
 
+/* The calling thread trains, one rank per core: one BLAS thread (sets
+ * OPENBLAS_NUM_THREADS and OMP_NUM_THREADS; call it before the first BLAS
+ * call) and denormals flushed (model_flush_denormals). For programs: it
+ * changes the process's environment. */
+void model_setup_cpu(void);
+
 /* ---- models ---- */
 
 enum { MODEL_NAME_MAX = 32, MODEL_MAX_DIMS = 4 };

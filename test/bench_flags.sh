@@ -127,39 +127,40 @@ else
         "is not tried"
 fi
 
-# ---- examples/synthetic_benchmark, bench/model_perf ----
-sb="synthetic_benchmark:" mp="model_perf:"
-expect_refused "$sb --batch-size: 0 is out of range 1..65536" \
-    examples/synthetic_benchmark --batch-size 0
-expect_refused "$sb --model: unknown model \"resnet\" (mlp or cnn)" \
+# ---- examples/synthetic_benchmark, bench/model_perf, bench/cross_core:
+# prog/prog.c's grammar, as the benchmarks above ----
+sb="synthetic_benchmark:" mp="model_perf:" cc="cross_core:"
+expect_refused "$sb invalid value '0' for --batch-size: expected an integer \
+from 1 to 65536" examples/synthetic_benchmark --batch-size 0
+expect_refused "$sb invalid value 'resnet' for --model: expected mlp or cnn" \
     examples/synthetic_benchmark --model resnet
-expect_refused "$sb unknown flag \"--bogus\"" \
+expect_refused "$sb unknown option '--bogus'" \
     examples/synthetic_benchmark --bogus
-expect_refused "$sb --num-iters: missing value" \
+expect_refused "$sb missing value for '--num-iters'" \
     examples/synthetic_benchmark --num-iters
-expect_refused "$sb --seed: \"x\" is not an integer" \
-    examples/synthetic_benchmark --seed x
-expect_refused "$sb --num-iters: 0 is out of range 1..1000000" \
-    examples/synthetic_benchmark --num-iters 0
-expect_refused "$sb --fp16-allreduce takes no value" \
+expect_refused "$sb invalid value 'x' for --seed: expected an integer from \
+0 to 2^62" examples/synthetic_benchmark --seed x
+expect_refused "$sb invalid value '0' for --num-iters: expected an integer \
+from 1 to 1000000" examples/synthetic_benchmark --num-iters 0
+expect_refused "$sb '--fp16-allreduce' takes no value" \
     examples/synthetic_benchmark --fp16-allreduce=1
-expect_refused "$sb --help takes no value" examples/synthetic_benchmark --help=1
-expect_refused "$mp --steps: 0 is out of range 1..65536" \
-    bench/model_perf --steps 0
-expect_refused "$mp --model: unknown model \"resnet\" (mlp or cnn)" \
-    bench/model_perf --model resnet
-expect_refused "$mp unknown flag \"--bogus\"" bench/model_perf --bogus
-expect_refused "$mp --reps: missing value" bench/model_perf --reps
-expect_refused "$mp --reps: \"x\" is not an integer" bench/model_perf --reps x
-
-# ---- bench/cross_core ----
-cc="cross_core:"
-expect_refused "$cc --bytes: 2 is out of range 4..1073741824" \
-    bench/cross_core --bytes 2
-expect_refused "$cc unknown flag \"--bogus\"" bench/cross_core --bogus
-expect_refused "$cc --iters: missing value" bench/cross_core --iters
-expect_refused "$cc --help takes no value" bench/cross_core --help=1
-expect_refused "$cc --stream takes no value" bench/cross_core --stream=1
+expect_refused "$sb '--help' takes no value" \
+    examples/synthetic_benchmark --help=1
+expect_refused "$sb unexpected argument 'x'" examples/synthetic_benchmark x
+expect_refused "$mp invalid value '0' for -s/--steps: expected an integer \
+from 1 to 65536" bench/model_perf --steps 0
+expect_refused "$mp invalid value 'resnet' for -m/--model: expected mlp or \
+cnn" bench/model_perf --model resnet
+expect_refused "$mp unknown option '--bogus'" bench/model_perf --bogus
+expect_refused "$mp missing value for '--reps'" bench/model_perf --reps
+expect_refused "$mp invalid value 'x' for -r/--reps: expected an integer \
+from 1 to 65536" bench/model_perf --reps=x
+expect_refused "$cc invalid value '2' for -b/--bytes: expected an integer \
+from 4 to 1073741824" bench/cross_core --bytes 2
+expect_refused "$cc unknown option '--bogus'" bench/cross_core --bogus
+expect_refused "$cc missing value for '--iters'" bench/cross_core --iters
+expect_refused "$cc '--help' takes no value" bench/cross_core --help=1
+expect_refused "$cc '--stream' takes no value" bench/cross_core --stream=1
 # On one PU there is no other core to read from: said, exit 1, no hang.
 taskset -c 0 bench/cross_core --iters 1 > "$dir/out" 2>&1
 status=$?
@@ -179,32 +180,39 @@ if test "$(getconf _NPROCESSORS_ONLN)" -ge 2 &&
     rc=1
 fi
 
-# ---- examples/train_fmnist, examples/train_cifar10 (one parser) ----
-tf="train_fmnist:" tc="train_cifar10:"
-expect_refused "$tf --lr: \"x\" is not a number" examples/train_fmnist --lr x
-expect_refused "$tf --lr: \"inf\" is not a number" \
+# ---- examples/train_fmnist, examples/train_cifar10 (one parser, in
+# prog/prog.c's grammar) ----
+tf="train_fmnist: invalid value" tc="train_cifar10: invalid value"
+expect_refused "$tf 'x' for --lr: expected a number > 0 and <= 100" \
+    examples/train_fmnist --lr x
+expect_refused "$tf 'inf' for --lr: expected a number" \
     examples/train_fmnist --lr inf
-expect_refused "$tc --lr: \"nan\" is not a number" \
+expect_refused "$tc 'nan' for --lr: expected a number" \
     examples/train_cifar10 --lr nan
-expect_refused "$tf --seed: \"-1\" is not an unsigned 64-bit integer" \
-    examples/train_fmnist --seed -1
-expect_refused "$tf --seed: \"0x10\" is not an unsigned 64-bit integer" \
-    examples/train_fmnist --seed 0x10
-expect_refused "$tf --seed: \"x\" is not an unsigned 64-bit integer" \
-    examples/train_fmnist --seed x
-expect_refused "$tf --device: unknown device \"tpu\" (cpu or cuda)" \
+u64="expected an unsigned 64-bit integer"
+expect_refused "$tf '-1' for --seed: $u64" examples/train_fmnist --seed -1
+expect_refused "$tf '0x10' for --seed: $u64" examples/train_fmnist --seed 0x10
+expect_refused "$tf 'x' for --seed: $u64" examples/train_fmnist --seed=x
+expect_refused "$tf 'tpu' for --device: expected cpu or cuda" \
     examples/train_fmnist --device tpu
-expect_refused "$tc --progress: unknown mode \"x\" (auto, bar or lines)" \
+expect_refused "$tc 'x' for --progress: expected auto, bar or lines" \
     examples/train_cifar10 --progress x
-expect_refused "$tf --data: empty directory" examples/train_fmnist --data=
-expect_refused "$tf --checkpoint: empty path" \
+expect_refused "$tf '' for --data: expected a directory" \
+    examples/train_fmnist --data=
+expect_refused "$tf '' for --checkpoint: expected a path" \
     examples/train_fmnist --checkpoint=
-expect_refused "$tf --resume takes no value" examples/train_fmnist --resume=yes
-expect_refused "$tc --help takes no value" examples/train_cifar10 --help=1
-expect_refused "$tf --max-steps: 0 is out of range 1..4611686018427387903" \
+expect_refused "$tf '0' for --max-steps: expected an integer >= 1" \
     examples/train_fmnist --max-steps 0
-expect_refused "$tc --train-limit: 0 is out of range 1..4611686018427387903" \
+expect_refused "$tc '0' for --train-limit: expected an integer >= 1" \
     examples/train_cifar10 --train-limit 0
+tf="train_fmnist:" tc="train_cifar10:"
+expect_refused "$tf '--resume' takes no value" \
+    examples/train_fmnist --resume=yes
+expect_refused "$tc '--help' takes no value" examples/train_cifar10 --help=1
+expect_refused "$tf unknown option '--bogus'" examples/train_fmnist --bogus
+expect_refused "$tf missing value for '--epochs'" \
+    examples/train_fmnist --epochs
+expect_refused "$tf unexpected argument 'x'" examples/train_fmnist x
 
 # ---- shell scripts, run directly by the shell of their #! line: flags
 # are checked before anything is installed or run ----
@@ -395,7 +403,7 @@ while test "${1#--}" != "$1"; do shift; done
 exec "$@"
 EOF
 old_path=$PATH PATH=$dir/run:$PATH
-tf_bogus='train_fmnist: unknown flag "--bogus"'
+tf_bogus="train_fmnist: unknown option '--bogus'"
 expect_script 2 "$tf_bogus" "$qs/scripts/quickstart" --bogus
 unset SLURM_CPUS_PER_TASK
 for s in 1node multinode; do

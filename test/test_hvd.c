@@ -79,7 +79,7 @@ static void fill(void *buf, size_t count, hvd_dtype_t dtype, hvd_op_t op,
                  int r, int seed)
 {
     for (size_t i = 0; i < count; i++)
-        test_value_store(buf, i, (ring_dtype_t)dtype,
+        prog_value_store(buf, i, (ring_dtype_t)dtype,
                          input_value(r, i, dtype, op, seed));
 }
 
@@ -93,7 +93,7 @@ static void oracle_allreduce(req_t *q)
     char *in = malloc(n * wsize + 1), *out = malloc(n * wsize + 1);
     for (size_t i = 0; i < n; i++) {
         if (is_half(q->dtype))
-            ((float *)in)[i] = (float)test_value_load(q->send, i,
+            ((float *)in)[i] = (float)prog_value_load(q->send, i,
                                                       (ring_dtype_t)q->dtype);
         else memcpy(in + i * wsize, q->send + i * wsize, wsize);
     }
@@ -105,7 +105,7 @@ static void oracle_allreduce(req_t *q)
             ((double *)q->want)[i] = q->op == HVD_AVERAGE ? v / size : v;
         } else if (q->dtype == HVD_FLOAT32 || is_half(q->dtype)) {
             float v = ((float *)out)[i];
-            test_value_store(q->want, i, (ring_dtype_t)q->dtype,
+            prog_value_store(q->want, i, (ring_dtype_t)q->dtype,
                              q->op == HVD_AVERAGE ? v / (float)size : v);
         } else {
             memcpy(q->want + i * wsize, out + i * wsize, wsize);
@@ -208,8 +208,8 @@ static void req_check(req_t *q, int status, const char *how)
     for (size_t i = 0; i < n && status == HVD_OK; i++) {
         if (memcmp(q->recv + i * es, q->want + i * es, es) != 0) {
             TEST_FAIL("%s %s: element %zu is %g, MPI says %g", q->desc, how, i,
-                      test_value_load(q->recv, i, (ring_dtype_t)q->dtype),
-                      test_value_load(q->want, i, (ring_dtype_t)q->dtype));
+                      prog_value_load(q->recv, i, (ring_dtype_t)q->dtype),
+                      prog_value_load(q->want, i, (ring_dtype_t)q->dtype));
             break;
         }
     }

@@ -50,7 +50,7 @@ static void fill(void *buf, size_t count, ring_dtype_t dtype, ring_op_t op,
                  int r)
 {
     for (size_t i = 0; i < count; i++)
-        test_value_store(buf, i, dtype, input_value(r, i, dtype, op));
+        prog_value_store(buf, i, dtype, input_value(r, i, dtype, op));
 }
 
 /* ---- the oracle: MPI's collectives, half types widened to float ---- */
@@ -67,7 +67,7 @@ static void *widen(const void *in, size_t count, ring_dtype_t dtype)
     char *out = malloc(count * esize + 1);
     if (!is_half(dtype)) return memcpy(out, in, count * esize);
     for (size_t i = 0; i < count; i++)
-        ((float *)out)[i] = (float)test_value_load(in, i, dtype);
+        ((float *)out)[i] = (float)prog_value_load(in, i, dtype);
     return out;
 }
 
@@ -82,7 +82,7 @@ static void narrow(const void *in, void *out, size_t count, ring_dtype_t dtype,
             ((double *)out)[i] = op == RING_AVERAGE ? v / size : v;
         } else if (dtype == RING_FLOAT32 || is_half(dtype)) {
             float v = ((const float *)in)[i];
-            test_value_store(out, i, dtype,
+            prog_value_store(out, i, dtype,
                              op == RING_AVERAGE ? v / (float)size : v);
         } else {
             memcpy((char *)out + i * ring_dtype_size(dtype),
@@ -105,8 +105,8 @@ static void expect_equal(const void *got, const void *want, size_t count,
         if (memcmp((const char *)got + i * esize, (const char *)want + i * esize,
                    esize) != 0) {
             TEST_FAIL("%s: element %zu is %g, MPI says %g", case_name, i,
-                      test_value_load(got, i, dtype),
-                      test_value_load(want, i, dtype));
+                      prog_value_load(got, i, dtype),
+                      prog_value_load(want, i, dtype));
             return;
         }
     }

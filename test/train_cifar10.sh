@@ -100,8 +100,8 @@ script_expect "missing directory" 1 "$dir/none/data_batch_1.bin" 2 $prog \
     --data "$dir/none"
 
 # Bad flags: exit 2 naming the flag.
-script_expect "normalize" 2 "--normalize: unknown value \"maybe\"" 2 $prog \
-    --normalize maybe
-script_expect "unknown model" 2 "--model.*resnet" 2 $prog --model resnet
+script_expect "normalize" 2 "'maybe' for --normalize: expected on or off" 2 \
+    $prog --normalize maybe
+script_expect "unknown model" 2 "resnet.*--model" 2 $prog --model resnet
 script_expect "resume alone" 2 "--resume needs --checkpoint" 2 $prog --resume
 script_finish train_cifar10

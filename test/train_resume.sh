@@ -37,15 +37,17 @@ script_expect "missing data" 1 "$dir/nodata" 2 $prog --data "$dir/nodata"
 
 # Bad flags: exit 2 naming the flag.
 script_expect "unknown flag" 2 "--bogus" 2 $prog --bogus
-script_expect "missing value" 2 "--epochs: missing value" 2 $prog --epochs
-script_expect "non-numeric" 2 "--batch-size.*not an integer" 2 $prog \
-    --batch-size x
-script_expect "out of range" 2 "--epochs.*out of range" 2 $prog --epochs 0
+script_expect "missing value" 2 "missing value for '--epochs'" 2 $prog \
+    --epochs
+script_expect "non-numeric" 2 "'x' for --batch-size: expected an integer" 2 \
+    $prog --batch-size x
+script_expect "out of range" 2 "'0' for --epochs: expected an integer from \
+1 to 100000" 2 $prog --epochs 0
 script_expect "bad lr" 2 "--lr" 2 $prog --lr -1
-script_expect "unknown model" 2 "--model.*resnet" 2 $prog --model resnet
+script_expect "unknown model" 2 "resnet.*--model" 2 $prog --model resnet
 script_expect "cuda" 2 "--device cuda" 2 $prog --device cuda
 script_expect "resume alone" 2 "--resume needs --checkpoint" 2 $prog --resume
-script_expect "fp16 with a value" 2 "--fp16-allreduce takes no value" 2 \
+script_expect "fp16 with a value" 2 "'--fp16-allreduce' takes no value" 2 \
     $prog --fp16-allreduce=1
 
 script_expect "bad shard value" 2 "--shard-optimizer.*on or off" 2 $prog \

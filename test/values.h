@@ -1,7 +1,8 @@
 /* test/values.h: what the multi-rank tests that check collectives
  * (test/test_ring.c, test/test_hvd.c) share about the values they check:
- * elements of any dtype read and written as doubles, and whether every
- * rank holds the same bytes.
+ * whether every rank holds the same bytes. Elements of any dtype as
+ * doubles are prog/prog.h's (prog_value_store, prog_value_load), which
+ * the benchmarks use too.
  *
  * Dtypes are ring's; hvd's number the same (ring/ring.h says so), so hvd
  * tests pass (ring_dtype_t)dtype. Also the MPI types and operators of the
@@ -13,42 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <mpi.h>
+#include "prog/prog.h"
 #include "ring/ring.h"
-
-/* Element i of buf as dtype. v must fit dtype (tests use small integers,
- * exact in every type); halves round as the reductions do. */
-static inline void test_value_store(void *buf, size_t i, ring_dtype_t dtype,
-                                    double v)
-{
-    switch (dtype) {
-    case RING_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case RING_FLOAT64: ((double *)buf)[i] = v; break;
-    case RING_FLOAT16: ((uint16_t *)buf)[i] = ring_f32_to_f16((float)v); break;
-    case RING_BFLOAT16:
-        ((uint16_t *)buf)[i] = ring_f32_to_bf16((float)v);
-        break;
-    case RING_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case RING_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case RING_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    default: break;
-    }
-}
-
-/* Element i of buf as a double; 0 for an unknown dtype. */
-static inline double test_value_load(const void *buf, size_t i,
-                                     ring_dtype_t dtype)
-{
-    switch (dtype) {
-    case RING_FLOAT32: return ((const float *)buf)[i];
-    case RING_FLOAT64: return ((const double *)buf)[i];
-    case RING_FLOAT16: return ring_f16_to_f32(((const uint16_t *)buf)[i]);
-    case RING_BFLOAT16: return ring_bf16_to_f32(((const uint16_t *)buf)[i]);
-    case RING_INT32: return ((const int32_t *)buf)[i];
-    case RING_INT64: return (double)((const int64_t *)buf)[i];
-    case RING_UINT8: return ((const uint8_t *)buf)[i];
-    default: return 0;
-    }
-}
 
 /* 1 when every rank of comm holds the same nbytes at buf: an FNV-1a hash
  * of them, whose min and max over the ranks agree. Collective. */
