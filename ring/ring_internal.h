@@ -231,6 +231,12 @@ typedef struct {
     const size_t *starts;       /* (npieces + 1) first byte of each piece */
 } ring__io_t;
 
+/* The longest run of io from byte `at` (at most nbytes; at < the
+ * whole's bytes) that lies contiguous in memory on one side, the input
+ * (out 0) or the output (out 1): its length, and in *data where it lies
+ * (NULL for pieces without that buffer: zeros in, dropped out). */
+size_t ring__io_span(const ring__io_t *io, size_t at, size_t nbytes, int out,
+                     char **data);
 /* Copies bytes [at, at + nbytes) of io's input to dst with copy (a piece
  * without sendbuf: zeros). */
 void ring__io_read(const ring__io_t *io, size_t at, char *dst, size_t nbytes,

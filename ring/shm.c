@@ -106,6 +106,9 @@ enum { RING__SHM_PAGE = 4096 };
  * the slab and the caller's buffer (ring__shm_reduce). */
 enum { RING__SHM_TILE_BYTES = 8192 };
 
+/* A tile of zeros: the own input of a piece without sendbuf. */
+static const char ring__shm_zeros[RING__SHM_TILE_BYTES];
+
 static char *ring__shm_page_up(char *p)
 {
     uintptr_t off = (uintptr_t)p % RING__SHM_PAGE;
@@ -307,6 +310,7 @@ typedef struct {
      * the cache, or with non-temporal stores. */
     void (*publish)(void *dst, const void *src, size_t nbytes);
     int stream;
+    char *bounce; /* pieces: a segment's room, or NULL */
 } ring__shm_chunk_t;
 
 static void ring__shm_stream_copy(void *dst, const void *src, size_t nbytes)
@@ -373,9 +377,8 @@ static size_t ring__shm_at(const ring__shm_chunk_t *c, size_t at)
     return (c->first + at) * c->esize;
 }
 
-/* Copies segment s of every block that is to be read from the slab into
- * it: all but the own one, which is read where it lies, unless the data
- * is in pieces (then the own one too). */
+/* Copies segment s of every block but the own one, which is read where
+ * it lies, into the slab. */
 static void ring__shm_post(const ring__shm_chunk_t *c, size_t s)
 {
     ring_shm_t *shm = c->shm;
@@ -383,12 +386,10 @@ static void ring__shm_post(const ring__shm_chunk_t *c, size_t s)
     if (c->src != slab)
         for (int b = 0; b < shm->size; b++) {
             size_t len, at = ring__shm_seg(c, b, s, &len);
-            /* The own block only this rank reads, at once: through the
-             * cache, whatever way the others' blocks go. */
-            if ((b != shm->rank || !c->src) && len > 0)
+            if (b != shm->rank && len > 0)
                 ring__io_read(c->io, ring__shm_at(c, at),
                               slab + at * c->esize, len * c->esize,
-                              b == shm->rank ? c->mem->copy : c->publish);
+                              c->publish);
         }
     ring__shm_publish_fence(c);
     atomic_store_explicit(&shm->ctl[shm->rank]->posted, c->base + s + 1,
@@ -402,7 +403,6 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
     size_t len, at = ring__shm_seg(c, me, s, &len);
     size_t off = at * c->esize;
     char *acc = shm->slab[me] + off;
-    const char *own = c->src ? c->src : shm->slab[me];
     for (int r = 0; r < n; r++)
         if (r != me) ring__shm_wait(&shm->ctl[r]->posted, c->base + s + 1);
     /* Across nodes the block is not final yet: ring__shm_cross ends it
@@ -416,10 +416,19 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
     for (size_t done = 0; done < len; done += tile) {
         size_t k = len - done < tile ? len - done : tile;
         size_t at_tile = off + done * c->esize;
-        for (int r = 0; r < n; r++)
-            shm->inputs[r] = r == me ? own + at_tile : shm->slab[r] + at_tile;
-        c->mem->reduce_n(shm->tile, shm->inputs, n, k, c->dtype, c->op,
-                         c->op == RING_AVERAGE ? n : 1);
+        /* The own input in runs that lie contiguous where the caller has
+         * them (one run for one buffer; a run per piece the tile spans). */
+        for (size_t e = 0, run; e < k; e += run) {
+            char *mine;
+            run = ring__io_span(c->io, ring__shm_at(c, at + done + e),
+                                (k - e) * c->esize, 0, &mine) / c->esize;
+            for (int r = 0; r < n; r++)
+                shm->inputs[r] = r != me ? shm->slab[r] + at_tile + e * c->esize
+                                 : mine  ? mine
+                                         : ring__shm_zeros;
+            c->mem->reduce_n(shm->tile + e * c->esize, shm->inputs, n, run,
+                             c->dtype, c->op, c->op == RING_AVERAGE ? n : 1);
+        }
         if (c->apply)
             c->apply->fn(c->apply->ctx, c->first + at_tile / c->esize,
                          shm->tile, k);
@@ -464,10 +473,19 @@ static void ring__shm_gather(const ring__shm_chunk_t *c, size_t s)
         if (r == shm->rank) continue;
         size_t len, at = ring__shm_seg(c, r, s, &len);
         ring__shm_wait(&shm->ctl[r]->reduced, c->base + s + 1);
-        if (len > 0)
-            ring__io_write(c->io, ring__shm_at(c, at),
-                           shm->slab[r] + at * c->esize, len * c->esize,
-                           c->mem->copy);
+        if (len == 0) continue;
+        size_t pos = ring__shm_at(c, at), nbytes = len * c->esize;
+        const char *from = shm->slab[r] + at * c->esize;
+        char *run;
+        /* A segment bound for many places is first read whole, in one
+         * long copy from the other rank's memory, then spread from this
+         * rank's cache: 4 KiB copies straight from it, tensors laid out
+         * backwards, made a fused call 1.3x slower (bench/README.md). */
+        if (c->bounce && ring__io_span(c->io, pos, nbytes, 1, &run) < nbytes) {
+            c->mem->copy(c->bounce, from, nbytes);
+            from = c->bounce;
+        }
+        ring__io_write(c->io, pos, from, nbytes, c->mem->copy);
     }
 }
 
@@ -572,6 +590,8 @@ int ring__shm_run(const ring__coll_t *c, const ring__io_t *io,
     ch.stream = learning ? ring__shm_pick_stream(shm)
                          : tuning->shm_stream == RING__STREAM_ON;
     ch.publish = ch.stream ? ring__shm_stream_copy : c->mem->copy;
+    /* Without it the gather still works, straight into the pieces. */
+    if (io->pieces) ch.bounce = ring__ctx_scratch(c->ctx, ch.seg * c->esize);
     double start = MPI_Wtime();
     size_t per_chunk = shm->slab_bytes / c->esize;
     for (size_t done = 0; done < c->count; done += ch.n) {
