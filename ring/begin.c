@@ -6,11 +6,12 @@
  * has sent nothing. */
 #include "ring/ring_internal.h"
 
-/* What is wrong with the call's arguments, or NULL. */
-static const char *ring__bad_args(const ring__coll_t *c, const void *sendbuf,
+/* What is wrong with the call's arguments, or NULL; sets c->mem. */
+static const char *ring__bad_args(ring__coll_t *c, const void *sendbuf,
                                   const void *recvbuf)
 {
     const char *why = NULL;
+    c->mem = &ring__mem_host;
     if (c->comm == MPI_COMM_NULL) return "comm is MPI_COMM_NULL";
     if (ring_dtype_size(c->dtype) == 0) return "unknown dtype";
     if (c->op != RING__NO_OP && ring_op_name(c->op) == NULL)
@@ -20,8 +21,9 @@ static const char *ring__bad_args(const ring__coll_t *c, const void *sendbuf,
     if (c->count == 0) return NULL;
     if (sendbuf == NULL || recvbuf == NULL)
         return "NULL buffer with count > 0";
-    if (!ring__mem_of(sendbuf, &why) || !ring__mem_of(recvbuf, &why))
-        return why;
+    const ring__mem_ops_t *send_mem = ring__mem_of(sendbuf, &why);
+    if (!send_mem || !ring__mem_of(recvbuf, &why)) return why;
+    c->mem = send_mem;
     return NULL;
 }
 
@@ -59,7 +61,6 @@ static int ring__check_call(ring__coll_t *c, const void *sendbuf,
         c->algo == RING_ALGO_AUTO)
         c->algo = c->tuning->algo;
     c->esize = ring_dtype_size(c->dtype);
-    c->mem = c->count > 0 ? ring__mem_of(sendbuf, &why) : &ring__mem_host;
     return status;
 }
 
