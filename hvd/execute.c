@@ -89,9 +89,10 @@ static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
 {
     size_t nbytes = hvd__desc_bytes(d);
     ring_dtype_t dtype = (ring_dtype_t)d->dtype;
-    char *z = h ? NULL : hvd__zeros(d->kind == HVD__ALLGATHER
-                                        ? nbytes * (1 + (size_t)hvd__engine.size)
-                                        : nbytes);
+    size_t zeros = d->kind == HVD__ALLGATHER
+                       ? nbytes * (1 + (size_t)hvd__engine.size)
+                       : nbytes;
+    char *z = h ? NULL : hvd__zeros(zeros);
     if (!h && !z) return HVD_ERR_NOMEM;
     switch (d->kind) {
     case HVD__ALLREDUCE:

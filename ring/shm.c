@@ -407,7 +407,8 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
         if (r != me) ring__shm_wait(&shm->ctl[r]->posted, c->base + s + 1);
     /* Across nodes the block is not final yet: ring__shm_cross ends it
      * and copies it out. */
-    int copy_out = c->cross == MPI_COMM_NULL && (!c->dst || c->dst + off != acc);
+    int copy_out = c->cross == MPI_COMM_NULL &&
+                   (!c->dst || c->dst + off != acc);
     /* Every rank's segment in rank order; the own one from where the
      * caller has it (it may be acc itself: packed). Reduced a tile at a
      * time into the scratch tile, then written to the slab for the
