@@ -81,15 +81,21 @@ void *hvd__index_get(const hvd__index_t *ix, const char *name)
     return found ? ix->values[i] : NULL;
 }
 
-void hvd__index_del(hvd__index_t *ix, const char *name)
+void *hvd__index_take(hvd__index_t *ix, const char *name)
 {
     int found = 0;
-    if (ix->cap == 0) return;
+    if (ix->cap == 0) return NULL;
     size_t i = hvd__probe(ix, name, &found);
-    if (found) {
-        ix->keys[i] = hvd__deleted;
-        ix->values[i] = NULL;
-    }
+    if (!found) return NULL;
+    void *value = ix->values[i];
+    ix->keys[i] = hvd__deleted;
+    ix->values[i] = NULL;
+    return value;
+}
+
+void hvd__index_del(hvd__index_t *ix, const char *name)
+{
+    hvd__index_take(ix, name);
 }
 
 void hvd__index_free(hvd__index_t *ix)

@@ -15,6 +15,8 @@ typedef struct {
 int hvd__index_put(hvd__index_t *ix, const char *name, void *value);
 void *hvd__index_get(const hvd__index_t *ix, const char *name);
 void hvd__index_del(hvd__index_t *ix, const char *name);
+/* get, then del, in one probe: the value, or NULL when absent. */
+void *hvd__index_take(hvd__index_t *ix, const char *name);
 void hvd__index_free(hvd__index_t *ix);
 
 #endif /* HVD_INDEX_H */

@@ -45,11 +45,8 @@ int hvd__pending_add(hvd__list_t *list, hvd_handle_t h)
 
 hvd_handle_t hvd__pending_take(hvd__list_t *list, const char *name)
 {
-    hvd_handle_t h = hvd__index_get(&list->by_name, name);
-    if (h) {
-        hvd__index_del(&list->by_name, name);
-        list->items[h->pending_pos] = NULL;
-    }
+    hvd_handle_t h = hvd__index_take(&list->by_name, name);
+    if (h) list->items[h->pending_pos] = NULL;
     return h;
 }
 
@@ -193,5 +190,10 @@ void hvd__chain_link(hvd__chain_t *chain, hvd__desc_t *desc,
 
 int hvd__desc_same(const hvd__desc_t *a, const hvd__desc_t *b)
 {
-    return memcmp(a, b, offsetof(hvd__desc_t, follows)) == 0;
+    /* The fields first, then the name up to its end: the engine compares
+     * every request with its cache entry each cycle, and a whole-struct
+     * memcmp read all 200 bytes of both names. */
+    return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op &&
+           a->root == b->root && a->count == b->count &&
+           strcmp(a->name, b->name) == 0;
 }

@@ -1,8 +1,8 @@
 /* test/test_index.c: hvd's name index (hvd/index.c) in one process: puts,
- * gets and deletes against what they should return, and, with a new name
- * every call and a few alive at a time (as hvd's engine sees a name per
- * step), a table that stays small instead of growing with every name it
- * has ever held.
+ * gets, deletes and takes against what they should return, and, with a
+ * new name every call and a few alive at a time (as hvd's engine sees a
+ * name per step), a table that stays small instead of growing with every
+ * name it has ever held.
  */
 #include <stdio.h>
 #include <string.h>
@@ -20,8 +20,14 @@ int main(void)
     TEST_TRUE(hvd__index_get(&ix, "none") == NULL);
     for (int n = 0; n < NAMES; n++) {
         int slot = n % ALIVE;
-        if (n >= ALIVE) {
+        if (n >= ALIVE && n % 2) {
             hvd__index_del(&ix, names[slot]);
+        } else if (n >= ALIVE && hvd__index_take(&ix, names[slot]) !=
+                                     &values[slot]) {
+            TEST_FAIL("%s: take did not give its value", names[slot]);
+            break;
+        }
+        if (n >= ALIVE) {
             if (hvd__index_get(&ix, names[slot]) != NULL) {
                 TEST_FAIL("%s still found after its delete", names[slot]);
                 break;
