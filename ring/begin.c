@@ -44,15 +44,13 @@ static int ring__check_call(ring__coll_t *c, const void *sendbuf,
         return RING_ERR_ARG;
     }
     if (c->kind == RING__BROADCAST) {
-        int status_mpi = RING_OK, size;
-        if (MPI_Comm_size(c->comm, &size) != MPI_SUCCESS)
-            status_mpi = RING_ERR_MPI;
-        if (status_mpi == RING_OK && (c->root < 0 || c->root >= size)) {
+        int size;
+        if (MPI_Comm_size(c->comm, &size) != MPI_SUCCESS) return RING_ERR_MPI;
+        if (c->root < 0 || c->root >= size) {
             ring__log("%s: root %d is not a rank of a communicator of size "
                       "%d", c->func, c->root, size);
             return RING_ERR_ARG;
         }
-        if (status_mpi != RING_OK) return status_mpi;
     }
     status = ring__tuning(&c->tuning);
     /* AUTO means the variable's choice; the ranks compare the outcome. */

@@ -33,12 +33,11 @@ char *ring__ctx_scratch(ring_ctx_t *ctx, size_t nbytes)
 }
 
 /* The nodes: how many, and whether each holds as many ranks. local is
- * this rank's node. */
-static int ring__ctx_nodes(ring_ctx_t *ctx, MPI_Comm local, int *nnodes,
-                           int *least, int *most)
+ * this rank's node, local_rank its index there. */
+static int ring__ctx_nodes(ring_ctx_t *ctx, MPI_Comm local, int local_rank,
+                           int *nnodes, int *least, int *most)
 {
-    int status = RING_OK, local_rank, local_size, range[2];
-    RING_CHECK_MPI(MPI_Comm_rank(local, &local_rank));
+    int status = RING_OK, local_size, range[2];
     RING_CHECK_MPI(MPI_Comm_size(local, &local_size));
     int first = local_rank == 0;
     RING_CHECK_MPI(MPI_Allreduce(&first, nnodes, 1, MPI_INT, MPI_SUM,
@@ -63,7 +62,8 @@ static int ring__ctx_build(ring_ctx_t *ctx, const ring_ctx_opts_t *opts,
     RING_CHECK_MPI(MPI_Comm_rank(ctx->comm, &rank));
     RING_CHECK_MPI(MPI_Comm_size(ctx->comm, &size));
     RING_CHECK_MPI(MPI_Comm_rank(*local, &local_rank));
-    RING_CHECK(ring__ctx_nodes(ctx, *local, &nnodes, &least, &most));
+    RING_CHECK(ring__ctx_nodes(ctx, *local, local_rank, &nnodes, &least,
+                               &most));
     if (opts->hierarchical && nnodes > 1 && least != most) {
         if (rank == 0)
             ring__log("warning: HVD_HIERARCHICAL_ALLREDUCE=1: nodes hold %d "
