@@ -2,6 +2,16 @@
  * allreduce: rank r sends block r, then forwards each block it receives. */
 #include "ring/ring_internal.h"
 
+/* A chunk of a staged call: each block in its place in staging. */
+static int ring__allgather_chunk(const ring__coll_t *c, char *stage,
+                                 size_t count, void *arg)
+{
+    (void)arg;
+    if (c->size == 1) return RING_OK;
+    return ring__ring_blocks(c, NULL, stage, count, RING__NO_OP, 0,
+                             c->size - 1, c->comm);
+}
+
 static int ring__allgather(ring_ctx_t *ctx, const char *func,
                            const void *sendbuf, void *recvbuf,
                            size_t sendcount, ring_dtype_t dtype)
@@ -13,6 +23,14 @@ static int ring__allgather(ring_ctx_t *ctx, const char *func,
     size_t nbytes = sendcount * c.esize;
     char *own = (char *)recvbuf + nbytes * (size_t)c.rank;
     if (sendcount == 0) goto out;
+    if (c.dev) {
+        ring__staged_t s = {
+            .nblocks = c.size, .whole = sendcount * (size_t)c.size,
+            .in = sendbuf, .in_block = c.rank, .out = recvbuf,
+            .out_block = -1, .run = ring__allgather_chunk, .hooked = 1};
+        status = ring__staged(&c, &s);
+        goto out;
+    }
     if (sendbuf != own) c.mem->copy(own, sendbuf, nbytes);
     if (c.size > 1)
         RING_CHECK(ring__ring_blocks(&c, NULL, recvbuf, sendcount * c.size,

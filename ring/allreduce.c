@@ -76,6 +76,7 @@ int ring__ring_blocks(const ring__coll_t *c, const void *src, void *buf,
         .nforward = nsteps - 1,
         .mem = c->mem,
         .segment_bytes = c->tuning->segment_bytes,
+        .hooks = c->hooks,
     };
     status = ring__phase_run(&phase);
 out:
@@ -188,6 +189,29 @@ static int ring__allreduce_run(const ring__coll_t *c, const void *sendbuf,
                                                                recvbuf);
 }
 
+/* A chunk of a staged call, in place in staging, by the algorithm the
+ * whole call took. */
+static int ring__allreduce_chunk(const ring__coll_t *c, char *stage,
+                                 size_t count, void *arg)
+{
+    if (c->size == 1) return RING_OK;
+    ring__coll_t chunk = *c;
+    chunk.count = count;
+    return ring__allreduce_algos[*(ring__ar_t *)arg].fn(&chunk, stage, stage);
+}
+
+static int ring__allreduce_staged(const ring__coll_t *c, const void *sendbuf,
+                                  void *recvbuf)
+{
+    ring__ar_t algo = c->size > 1 ? ring__allreduce_decide(c) : RING__AR_RING;
+    ring__staged_t s = {.nblocks = c->size, .whole = c->count,
+                        .in = sendbuf, .in_block = -1,
+                        .out = recvbuf, .out_block = -1,
+                        .run = ring__allreduce_chunk, .arg = &algo,
+                        .hooked = algo == RING__AR_RING};
+    return ring__staged(c, &s);
+}
+
 /* ---- entry points ---- */
 
 static int ring__allreduce(ring_ctx_t *ctx, const char *func,
@@ -201,6 +225,10 @@ static int ring__allreduce(ring_ctx_t *ctx, const char *func,
                       .algo = algo};
     RING_CHECK(ring__begin(&c, sendbuf, recvbuf, RING_OK));
     if (count == 0) goto out;
+    if (c.dev) {
+        status = ring__allreduce_staged(&c, sendbuf, recvbuf);
+        goto out;
+    }
     if (c.size == 1) {
         /* AVERAGE over one rank divides by one: a copy. */
         if (sendbuf != recvbuf)

@@ -4,14 +4,35 @@
  * HVD_RING_CHECK, and finds rank and size, so that the collectives
  * themselves start with their special cases. A rank that refuses its call
  * has sent nothing. */
+#include <stdio.h>
 #include "ring/ring_internal.h"
 
-/* What is wrong with the call's arguments, or NULL; sets c->mem. */
+/* Whether p is device memory of this rank's device: sets c->dev when
+ * it is; a message when it is another device's. */
+static const char *ring__device_of(ring__coll_t *c, const void *p)
+{
+    static __thread char why[160];
+    const ring__dev_t *dev = ring__dev();
+    int device, mine;
+    if (!dev || !dev->owns(p, &device)) return NULL;
+    if (dev->device(&mine) != RING_OK) return "cannot tell this rank's device";
+    if (device != mine) {
+        snprintf(why, sizeof why, "a buffer is memory of %s device %d, but "
+                 "this rank uses device %d", dev->name, device, mine);
+        return why;
+    }
+    c->dev = dev;
+    return NULL;
+}
+
+/* What is wrong with the call's arguments, or NULL; sets c->mem, and
+ * c->dev for device buffers (the call is then staged on host memory). */
 static const char *ring__bad_args(ring__coll_t *c, const void *sendbuf,
                                   const void *recvbuf)
 {
     const char *why = NULL;
     c->mem = &ring__mem_host;
+    c->dev = NULL;
     if (c->comm == MPI_COMM_NULL) return "comm is MPI_COMM_NULL";
     if (ring_dtype_size(c->dtype) == 0) return "unknown dtype";
     if (c->op != RING__NO_OP && ring_op_name(c->op) == NULL)
@@ -21,10 +42,13 @@ static const char *ring__bad_args(ring__coll_t *c, const void *sendbuf,
     if (c->count == 0) return NULL;
     if (sendbuf == NULL || recvbuf == NULL)
         return "NULL buffer with count > 0";
-    const ring__mem_ops_t *send_mem = ring__mem_of(sendbuf, &why);
-    if (!send_mem || !ring__mem_of(recvbuf, &why)) return why;
-    c->mem = send_mem;
-    return NULL;
+    if (c->kind >= RING__SHM_ALLREDUCE || c->kind == RING__ALLREDUCE_HIER)
+        /* The window's own entry points, apply (its fn reads host memory)
+         * and the bare hierarchical call take host memory only. */
+        return ring__mem_of(sendbuf, &why) && ring__mem_of(recvbuf, &why)
+                   ? NULL : why;
+    why = ring__device_of(c, sendbuf);
+    return why ? why : ring__device_of(c, recvbuf);
 }
 
 /* The checks that need the communicator's size, or the tuning. */

@@ -49,8 +49,27 @@ static int ring__broadcast_chain(const ring__coll_t *c, void *buf)
         .nforward = vrank == 0 || vrank == c->size - 1 ? 0 : 1,
         .mem = c->mem,
         .segment_bytes = c->tuning->segment_bytes,
+        .hooks = c->hooks,
     };
     return ring__phase_run(&phase);
+}
+
+/* Down the tree while latency dominates, else along the chain. */
+static int ring__broadcast_run(const ring__coll_t *c, void *buf, int tree)
+{
+    if (tree)
+        return ring__broadcast_tree(buf, (int)(c->count * c->esize), c->root,
+                                    c->comm, c->rank, c->size);
+    return ring__broadcast_chain(c, buf);
+}
+
+/* A chunk of a staged call, by the way the whole call went. */
+static int ring__broadcast_chunk(const ring__coll_t *c, char *stage,
+                                 size_t count, void *arg)
+{
+    ring__coll_t chunk = *c;
+    chunk.count = count;
+    return ring__broadcast_run(&chunk, stage, *(int *)arg);
 }
 
 static int ring__broadcast(ring_ctx_t *ctx, const char *func, void *buf,
@@ -63,11 +82,18 @@ static int ring__broadcast(ring_ctx_t *ctx, const char *func, void *buf,
     RING_CHECK(ring__begin(&c, buf, buf, RING_OK));
     size_t nbytes = count * c.esize;
     if (count == 0 || c.size == 1) goto out;
-    if (nbytes < c.tuning->small_bytes)
-        status = ring__broadcast_tree(buf, (int)nbytes, root, c.comm, c.rank,
-                                      c.size);
-    else
-        status = ring__broadcast_chain(&c, buf);
+    int tree = nbytes < c.tuning->small_bytes;
+    if (c.dev) {
+        int root_here = c.rank == root;
+        ring__staged_t s = {.nblocks = 1, .whole = count,
+                            .in = root_here ? buf : NULL, .in_block = -1,
+                            .out = root_here ? NULL : buf, .out_block = -1,
+                            .run = ring__broadcast_chunk, .arg = &tree,
+                            .hooked = !tree};
+        status = ring__staged(&c, &s);
+    } else {
+        status = ring__broadcast_run(&c, buf, tree);
+    }
 out:
     return status;
 }

@@ -1,8 +1,8 @@
 /* ring/check.c: HVD_RING_CHECK=1, every collective's agreement check.
  *
  * ring/ has no negotiation: every rank must make the same call (kind,
- * count, dtype, op, root, algorithm, and the tuning variables, which set
- * how the data is cut into messages). A call that differs on one rank
+ * count, dtype, op, root, algorithm, host or device buffers, and the
+ * tuning variables, which set how the data is cut into messages). A call that differs on one rank
  * leaves the ranks' messages unpaired: they hang, fail inside MPI, or, when
  * the sizes happen to pair up, return wrong data. And a rank that refuses
  * its own arguments returns at once while the others wait for it.
@@ -44,6 +44,7 @@ enum {
     F_OP,
     F_ROOT,
     F_ALGO,
+    F_DEVICE,
     F_SEGMENT,
     F_SMALL,
     F_SHM_SEGMENT,
@@ -53,7 +54,7 @@ enum {
 
 static const char *const ring__field_names[NFIELDS] = {
     "the collective", "count", "dtype", "op", "root", "algorithm",
-    "HVD_RING_SEGMENT_BYTES", "HVD_RING_SMALL_BYTES", "HVD_SHM_SEGMENT_BYTES",
+    "device buffers (1) or host (0)", "HVD_RING_SEGMENT_BYTES", "HVD_RING_SMALL_BYTES", "HVD_SHM_SEGMENT_BYTES",
     "refused",
 };
 
@@ -87,6 +88,7 @@ int ring__agree(MPI_Comm comm, const ring__coll_t *call, int local)
         [F_OP] = call->op,
         [F_ROOT] = call->root,
         [F_ALGO] = call->algo,
+        [F_DEVICE] = call->dev != NULL,
         [F_SEGMENT] = (int64_t)tuning->segment_bytes,
         [F_SMALL] = (int64_t)tuning->small_bytes,
         [F_SHM_SEGMENT] = (int64_t)tuning->shm_segment_bytes,

@@ -93,6 +93,11 @@ static const ring__setting_t ring__settings[] = {
      * MiB in place at 14 GB/s, 256 KiB at 9 (bench/README.md). */
     {"HVD_SHM_SEGMENT_BYTES", "1M", RING__SIZE_EXPECTS(64),
      offsetof(ring__tuning_t, shm_segment_bytes), ring__parse_size_64, 1},
+    /* Device buffers go through this much pinned memory, in two halves
+     * (ring/staged.c): it sets how calls are cut into chunks. 16 MiB
+     * keeps a gradient list of a few MiB in one chunk. */
+    {"HVD_RING_STAGING_BYTES", "16M", RING__SIZE_EXPECTS(64),
+     offsetof(ring__tuning_t, staging_bytes), ring__parse_size_64, 1},
     /* How a rank writes, not what: ranks may differ. */
     {"HVD_SHM_STREAM", "auto", "auto, on or off",
      offsetof(ring__tuning_t, shm_stream), ring__parse_stream, 0},

@@ -17,7 +17,7 @@ ring_ctx_t ring__ctx_wrap(MPI_Comm comm, MPI_Comm node, MPI_Comm cross,
                           ring_shm_t *shm)
 {
     return (ring_ctx_t){.comm = comm, .node = node, .cross = cross,
-                        .shm = shm};
+                        .shm = shm, .wrapped = 1};
 }
 
 char *ring__ctx_scratch(ring_ctx_t *ctx, size_t nbytes)
@@ -117,6 +117,7 @@ int ring_ctx_create(MPI_Comm comm, const ring_ctx_opts_t *opts,
     ctx = calloc(1, sizeof *ctx);
     if (!ctx) return RING_ERR_NOMEM;
     *ctx = ring__ctx_wrap(MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL, NULL);
+    ctx->wrapped = 0;
     ctx->intranode = o.intranode;
     RING_CHECK_MPI(MPI_Comm_dup(comm, &ctx->comm));
     RING_CHECK(ring__tuning_agree(ctx->comm));
@@ -142,6 +143,7 @@ int ring_ctx_free(ring_ctx_t **ctxp)
     for (int i = 0; i < 3; i++)
         if (*comms[i] != MPI_COMM_NULL) RING_CHECK_MPI(MPI_Comm_free(comms[i]));
 out:
+    ring__stage_free(&ctx->stage);
     free(ctx->scratch);
     free(ctx);
     *ctxp = NULL;

@@ -28,8 +28,9 @@ const ring__mem_ops_t ring__mem_host = {
 const ring__mem_ops_t *ring__mem_of(const void *p, const char **why)
 {
     if (ring_is_device_memory(p)) {
-        *why = "a buffer is CUDA device memory: the collectives take host "
-               "memory (device buffers are a later release)";
+        *why = "a buffer is device memory, which this call does not take "
+               "(ring_ctx_allreduce, broadcast, allgather and "
+               "reduce_scatter do)";
         return NULL;
     }
     return &ring__mem_host;

@@ -103,6 +103,8 @@ int ring__phase_run(const ring__phase_t *ph)
     for (; nposted < nrecv && nposted < RING_PIPELINE_DEPTH; nposted++)
         RING_CHECK(ring__post_recv(&p, nposted));
     const char *own = ph->src ? ph->src : ph->buf;
+    if (ninit > 0 && ph->hooks)
+        RING_CHECK(ph->hooks->need(ph->hooks->arg, ph->send_block));
     for (; nsend < ninit; nsend++)
         RING_CHECK_MPI(MPI_Isend(own + segs[nsend].offset * p.esize,
                                  (int)(segs[nsend].count * p.esize), MPI_BYTE,
@@ -113,8 +115,11 @@ int ring__phase_run(const ring__phase_t *ph)
         RING_CHECK_MPI(MPI_Wait(&p.rreq[u % RING_SLOTS], MPI_STATUS_IGNORE));
         if (nposted < nrecv) RING_CHECK(ring__post_recv(&p, nposted++));
         char *data = ph->buf + seg->offset * p.esize;
+        int block = ring__mod(ph->recv_block - seg->step, ph->nblocks);
         if (seg->step < ph->nreduce) {
             int last = seg->step == ph->nreduce - 1;
+            if (ph->hooks)
+                RING_CHECK(ph->hooks->need(ph->hooks->arg, block));
             ph->mem->reduce(data, ph->src + seg->offset * p.esize,
                             ring__recv_dst(&p, u), seg->count, ph->dtype,
                             ph->op, last ? ph->divisor : 1);
@@ -125,6 +130,11 @@ int ring__phase_run(const ring__phase_t *ph)
                                      &sreq[nsend]));
             nsend++;
         }
+        /* A block is final after its last reducing step, or once it has
+         * arrived in a later one. */
+        int block_done = u + 1 == nrecv || p.recv[u + 1].step != seg->step;
+        if (ph->hooks && block_done && seg->step >= ph->nreduce - 1)
+            RING_CHECK(ph->hooks->final(ph->hooks->arg, block));
     }
     RING_CHECK_MPI(MPI_Waitall((int)nsend, sreq, MPI_STATUSES_IGNORE));
 out:

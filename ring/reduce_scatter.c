@@ -5,6 +5,16 @@
 #include <stdlib.h>
 #include "ring/ring_internal.h"
 
+/* A chunk of a staged call, in place in staging. */
+static int ring__reduce_scatter_chunk(const ring__coll_t *c, char *stage,
+                                      size_t count, void *arg)
+{
+    (void)arg;
+    if (c->size == 1) return RING_OK;
+    return ring__ring_blocks(c, stage, stage, count, c->op, c->size - 1,
+                             c->size - 1, c->comm);
+}
+
 static int ring__reduce_scatter(ring_ctx_t *ctx, const char *func,
                                 const void *sendbuf, void *recvbuf,
                                 size_t recvcount, ring_dtype_t dtype,
@@ -17,6 +27,17 @@ static int ring__reduce_scatter(ring_ctx_t *ctx, const char *func,
     RING_CHECK(ring__begin(&c, sendbuf, recvbuf, RING_OK));
     size_t nbytes = recvcount * c.esize;
     if (recvcount == 0) goto out;
+    if (c.dev) {
+        ring__staged_t s = {
+            .nblocks = c.size, .whole = recvcount * (size_t)c.size,
+            .in = sendbuf, .in_block = -1,
+            .out = (char *)recvbuf +
+                   (sendbuf == recvbuf ? nbytes * (size_t)c.rank : 0),
+            .out_block = c.rank, .run = ring__reduce_scatter_chunk,
+            .hooked = 1};
+        status = ring__staged(&c, &s);
+        goto out;
+    }
     if (c.size == 1) {
         if (sendbuf != recvbuf) c.mem->copy(recvbuf, sendbuf, nbytes);
         goto out;

@@ -8,6 +8,7 @@
 #define RING_RING_INTERNAL_H
 
 #include <stdint.h>
+#include "ring/dev.h"
 #include "ring/ring.h"
 
 #ifdef __cplusplus
@@ -52,6 +53,8 @@ int ring__check_mpi_up(const char *func);
  *   HVD_SHM_SEGMENT_BYTES    the shared window's segment size
  *   HVD_SHM_STREAM           auto | on | off: how the window's writers
  *                            write what other ranks read (shm.c)
+ *   HVD_RING_STAGING_BYTES   pinned host memory a context stages device
+ *                            buffers through (staged.c)
  * A bad value fails every collective with RING_ERR_ARG and a message that
  * names the variable, rather than silently running something else. */
 typedef struct {
@@ -61,6 +64,7 @@ typedef struct {
     size_t small_bytes;
     size_t shm_segment_bytes;
     int shm_stream; /* RING__STREAM_* */
+    size_t staging_bytes;
 } ring__tuning_t;
 
 enum { RING__STREAM_AUTO = -1, RING__STREAM_OFF = 0, RING__STREAM_ON = 1 };
@@ -105,6 +109,8 @@ extern const ring__mem_ops_t ring__mem_host;
 const ring__mem_ops_t *ring__mem_of(const void *p, const char **why);
 
 /* ---- contexts (ring/ctx.c) ---- */
+typedef struct ring__stage ring__stage_t;
+
 struct ring_ctx {
     MPI_Comm comm;        /* ours (a duplicate); a wrapper's: the caller's */
     MPI_Comm node, cross; /* hierarchical: this rank's node, and the ranks
@@ -113,6 +119,8 @@ struct ring_ctx {
     ring_intranode_t intranode;
     char *scratch;        /* grown on demand: fused pieces, apply's copy */
     size_t scratch_bytes;
+    ring__stage_t *stage; /* device calls' staging, made by the first */
+    int wrapped;          /* ring__ctx_wrap's: holds nothing past a call */
 };
 
 /* A context for one call on the caller's communicators, holding nothing:
@@ -123,6 +131,18 @@ ring_ctx_t ring__ctx_wrap(MPI_Comm comm, MPI_Comm node, MPI_Comm cross,
 char *ring__ctx_scratch(ring_ctx_t *ctx, size_t nbytes);
 
 /* ---- one opening for every collective (ring/begin.c) ---- */
+/* What a staged call (ring/staged.c) asks of the ring pipeline, block by
+ * block, so that copies between device and staging overlap the ring:
+ * need(arg, b) before block b of src is first read (its device-to-host
+ * copy must be done), final(arg, b) once block b of buf holds its result
+ * (its copy back may start). The algorithms that take no hooks run once
+ * every block is in. */
+typedef struct {
+    int (*need)(void *arg, int block);
+    int (*final)(void *arg, int block);
+    void *arg;
+} ring__hooks_t;
+
 typedef enum {
     RING__ALLREDUCE,
     RING__ALLREDUCE_HIER,
@@ -159,6 +179,10 @@ typedef struct {
     ring_algo_t algo;
     const ring__mem_ops_t *mem;
     const ring__tuning_t *tuning;
+    /* A buffer is device memory: the call runs staged (ring/staged.c), on
+     * host memory, with mem the host's. NULL for host calls. */
+    const ring__dev_t *dev;
+    const ring__hooks_t *hooks; /* staged: see ring__hooks_t */
 } ring__coll_t;
 
 /* Opens a call: c comes with func, kind, ctx, count, dtype, op, root and
@@ -259,6 +283,33 @@ ring__allreduce_fn ring__allreduce_hier;                     /* hier.c */
 int ring__shm_run(const ring__coll_t *c, const ring__io_t *io,
                   const ring_apply_t *apply);
 
+/* ---- device buffers through pinned host staging (ring/staged.c) ---- */
+/* A call on device memory, as the host path would run it. The data is
+ * nblocks blocks of `whole` elements laid out as ring__block_offset
+ * says; a chunk takes the same slice of every block, so each element
+ * stays in its block (and with its owner in the ring): results are
+ * bitwise the host path's. run does the host collective on one chunk of
+ * count elements in place in stage, with c->hooks set when `hooked`. */
+typedef struct {
+    int nblocks;
+    size_t whole;
+    /* Where the blocks come from and go to (device or host memory):
+     * every block of in (in_block < 0), or block in_block alone, at in;
+     * likewise out. NULL: none (a broadcast's non-roots send nothing). */
+    const char *in;
+    int in_block;
+    char *out;
+    int out_block;
+    int (*run)(const ring__coll_t *c, char *stage, size_t count, void *arg);
+    void *arg;
+    int hooked;
+} ring__staged_t;
+
+/* Runs s for the opened call c (c->dev set) through ctx's staging. */
+int ring__staged(const ring__coll_t *c, const ring__staged_t *s);
+/* Frees a context's staging (NULL: no-op). */
+void ring__stage_free(ring__stage_t **stage);
+
 /* ---- host reduction (reduce_host.c): ring__mem_host's arithmetic ---- */
 /* Whether the CPU has AVX and F16C, asked once (x86 only: callers test
  * __x86_64__ first). */
@@ -325,6 +376,7 @@ typedef struct {
     int nforward;        /* the first nforward received blocks are sent on */
     const ring__mem_ops_t *mem; /* src's and buf's kind */
     size_t segment_bytes;
+    const ring__hooks_t *hooks; /* a staged call's, or NULL */
 } ring__phase_t;
 
 int ring__phase_run(const ring__phase_t *ph);

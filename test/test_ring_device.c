@@ -1,0 +1,336 @@
+/* test/test_ring_device.c: the collectives on device buffers, staged
+ * through pinned host memory (ring/staged.c), across ranks.
+ *
+ * Run through mpirun at 1-7 ranks on the emulated device
+ * (test/ring_device_np*.mpi) and on a GPU (scripts/gpu-check). Every case
+ * runs twice on the same inputs, from host memory and from device memory,
+ * through the same context (and through the MPI_Comm entry points): the
+ * device results must equal the host path's bit for bit, and agree across
+ * ranks. Float inputs are not small integers, so a staged call that
+ * reduced an element in another order than the host would show. Device
+ * memory is only ever touched through the device's own copies, so the
+ * guard mode faults on any host access the library makes. A failing case
+ * prints one line naming it.
+ *
+ * Options: --emulate MODE sets HVD_DEVICE_EMULATE (1, delay:SEED, guard;
+ * without it a GPU is needed, else the test skips); --staging-bytes N sets
+ * HVD_RING_STAGING_BYTES, so that small areas force many chunks;
+ * --intranode auto|shm|ring picks the context's path within the node.
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <stdlib.h>
+#include <string.h>
+#include "ring/ring_internal.h"
+#include "test/test.h"
+#include "test/values.h"
+
+static int rank, size;
+static const ring__dev_t *dev;
+static ring__stream_t *stream;
+static ring_ctx_t *ctx;
+static char case_name[200];
+
+/* ---- device memory, reached only through the device's copies ---- */
+
+static void *dev_alloc(size_t nbytes)
+{
+    void *p = NULL;
+    if (dev->alloc(&p, nbytes ? nbytes : 1) != RING_OK) {
+        TEST_FAIL("%s: device alloc of %zu bytes failed", case_name, nbytes);
+        MPI_Abort(MPI_COMM_WORLD, TEST_HARD_ERROR);
+    }
+    return p;
+}
+
+static void dev_copy(void *dst, const void *src, size_t nbytes)
+{
+    if (nbytes == 0) return;
+    if (dev->copy(dst, src, nbytes, stream) != RING_OK ||
+        dev->stream_sync(stream) != RING_OK)
+        TEST_FAIL("%s: device copy failed", case_name);
+}
+
+/* ---- inputs ---- */
+
+/* Floats with many significant bits (order of reduction shows); small
+ * integers for the integer types; near 1 for products. */
+static double input_value(int r, size_t i, ring_dtype_t dtype, ring_op_t op)
+{
+    unsigned h = (unsigned)(r * 7919 + (int)(i % 10007) * 104729 + 17);
+    if (dtype >= RING_INT32)
+        return op == RING_PRODUCT ? 1 + h % 2 : (double)(h % 41);
+    if (op == RING_PRODUCT) return 1 + ((double)(h % 201) - 100) / 1000.0;
+    return ((double)(h % 20011) - 10005.0) / 7.0;
+}
+
+static char *filled(size_t count, ring_dtype_t dtype, ring_op_t op, int r)
+{
+    char *buf = malloc(count * ring_dtype_size(dtype) + 1);
+    for (size_t i = 0; i < count; i++)
+        prog_value_store(buf, i, dtype, input_value(r, i, dtype, op));
+    return buf;
+}
+
+static void expect_ok(int status, const char *what)
+{
+    if (status != RING_OK)
+        TEST_FAIL("%s: %s returned %s", case_name, what,
+                  ring_strerror(status));
+}
+
+/* got (copied back from the device) against the host path's want. */
+static void expect_same(const char *got, const char *want, size_t nbytes)
+{
+    if (nbytes > 0 && memcmp(got, want, nbytes) != 0) {
+        size_t i = 0;
+        while (got[i] == want[i]) i++;
+        TEST_FAIL("%s: byte %zu differs from the host path's", case_name, i);
+    }
+    if (!test_same_everywhere(got, nbytes, MPI_COMM_WORLD))
+        TEST_FAIL("%s: ranks disagree", case_name);
+}
+
+/* ---- one case per collective: host path, then device ---- */
+
+/* in: host input of in_bytes; the call's result is out_bytes. run gets
+ * (send, recv) either both host or both device (or mixed, `mixed`). */
+typedef int run_fn(const void *send, void *recv, void *arg);
+
+static void compare(size_t in_bytes, size_t out_bytes, const char *in,
+                    int inplace, size_t in_at, run_fn *run, void *arg,
+                    int mixed)
+{
+    size_t whole = in_bytes > out_bytes ? in_bytes : out_bytes;
+    char *want = calloc(whole + 1, 1), *got = calloc(whole + 1, 1);
+    /* Host path: in place means the input already lies in recv. */
+    char *hsend = malloc(in_bytes + 1);
+    memcpy(hsend, in, in_bytes);
+    if (inplace) memcpy(want + in_at, in, in_bytes);
+    expect_ok(run(inplace ? want + in_at : hsend, want, arg), "host call");
+
+    char *drecv = dev_alloc(whole), *dsend = inplace ? NULL
+                                                     : dev_alloc(in_bytes);
+    dev_copy(drecv, got, whole); /* zeros where nothing lands */
+    dev_copy(inplace ? drecv + in_at : dsend, in, in_bytes);
+    const void *send = inplace ? drecv + in_at : dsend;
+    void *recv = drecv;
+    if (mixed == 1) send = hsend; /* host in, device out */
+    if (mixed == 2) recv = got;   /* device in, host out */
+    expect_ok(run(send, recv, arg), "device call");
+    if (mixed != 2) dev_copy(got, drecv, out_bytes);
+    expect_same(got, want, out_bytes);
+    dev->release(drecv);
+    dev->release(dsend);
+    free(hsend);
+    free(want);
+    free(got);
+}
+
+typedef struct {
+    size_t count;
+    ring_dtype_t dtype;
+    ring_op_t op;
+    int root, comm; /* comm: the MPI_Comm entry point, not the context */
+} call_t;
+
+static int run_allreduce(const void *send, void *recv, void *arg)
+{
+    const call_t *c = arg;
+    if (c->comm)
+        return ring_allreduce(send, recv, c->count, c->dtype, c->op,
+                              MPI_COMM_WORLD);
+    return ring_ctx_allreduce(ctx, send, recv, c->count, c->dtype, c->op);
+}
+
+static int run_reduce_scatter(const void *send, void *recv, void *arg)
+{
+    const call_t *c = arg;
+    return ring_ctx_reduce_scatter(ctx, send, recv, c->count, c->dtype,
+                                   c->op);
+}
+
+static int run_allgather(const void *send, void *recv, void *arg)
+{
+    const call_t *c = arg;
+    if (c->comm)
+        return ring_allgather(send, recv, c->count, c->dtype, MPI_COMM_WORLD);
+    return ring_ctx_allgather(ctx, send, recv, c->count, c->dtype);
+}
+
+static int run_broadcast(const void *send, void *recv, void *arg)
+{
+    const call_t *c = arg;
+    (void)send; /* in place: the data is in recv */
+    if (c->comm)
+        return ring_broadcast(recv, c->count, c->dtype, c->root,
+                              MPI_COMM_WORLD);
+    return ring_ctx_broadcast(ctx, recv, c->count, c->dtype, c->root);
+}
+
+static void name_case(const char *what, const call_t *c, int inplace,
+                      int mixed)
+{
+    snprintf(case_name, sizeof case_name,
+             "%s n=%d count=%zu dtype=%s op=%s root=%d inplace=%d mixed=%d "
+             "%s", what, size, c->count, ring_dtype_name(c->dtype),
+             c->op == RING__NO_OP ? "none" : ring_op_name(c->op), c->root,
+             inplace, mixed, c->comm ? "comm" : "ctx");
+}
+
+static void test_allreduce(call_t c, int inplace, int mixed)
+{
+    size_t nbytes = c.count * ring_dtype_size(c.dtype);
+    char *in = filled(c.count, c.dtype, c.op, rank);
+    name_case("allreduce", &c, inplace, mixed);
+    compare(nbytes, nbytes, in, inplace, 0, run_allreduce, &c, mixed);
+    free(in);
+}
+
+static void test_reduce_scatter(call_t c, int inplace)
+{
+    size_t nbytes = c.count * ring_dtype_size(c.dtype);
+    char *in = filled(c.count * (size_t)size, c.dtype, c.op, rank);
+    name_case("reduce_scatter", &c, inplace, 0);
+    /* In place the result is block `rank` of the buffer: compare it. */
+    if (inplace) {
+        char *want = malloc(nbytes * (size_t)size + 1);
+        memcpy(want, in, nbytes * (size_t)size);
+        expect_ok(run_reduce_scatter(want, want, &c), "host call");
+        char *d = dev_alloc(nbytes * (size_t)size);
+        char *got = malloc(nbytes * (size_t)size + 1);
+        dev_copy(d, in, nbytes * (size_t)size);
+        expect_ok(run_reduce_scatter(d, d, &c), "device call");
+        dev_copy(got, d, nbytes * (size_t)size);
+        expect_same(got + nbytes * (size_t)rank,
+                    want + nbytes * (size_t)rank, nbytes);
+        dev->release(d);
+        free(got);
+        free(want);
+    } else {
+        compare(nbytes * (size_t)size, nbytes, in, 0, 0, run_reduce_scatter,
+                &c, 0);
+    }
+    free(in);
+}
+
+static void test_allgather(call_t c, int inplace)
+{
+    size_t nbytes = c.count * ring_dtype_size(c.dtype);
+    char *in = filled(c.count, c.dtype, RING_SUM, rank);
+    name_case("allgather", &c, inplace, 0);
+    compare(nbytes, nbytes * (size_t)size, in, inplace,
+            nbytes * (size_t)rank, run_allgather, &c, 0);
+    free(in);
+}
+
+static void test_broadcast(call_t c)
+{
+    size_t nbytes = c.count * ring_dtype_size(c.dtype);
+    char *in = filled(c.count, c.dtype, RING_SUM, rank);
+    name_case("broadcast", &c, 1, 0);
+    compare(nbytes, nbytes, in, 1, 0, run_broadcast, &c, 0);
+    free(in);
+}
+
+static int valid(ring_dtype_t dtype, ring_op_t op)
+{
+    return !(op == RING_AVERAGE && dtype >= RING_INT32);
+}
+
+static void test_all(void)
+{
+    const size_t counts[] = {0, 1, (size_t)size + 1, 97, 4099, 65537};
+    const size_t ncounts = sizeof counts / sizeof counts[0];
+    for (int d = 0; d < RING_DTYPE_COUNT; d++)
+        for (int o = 0; o < RING_OP_COUNT; o++) {
+            if (!valid((ring_dtype_t)d, (ring_op_t)o)) continue;
+            for (size_t i = 0; i < ncounts; i++) {
+                call_t c = {counts[i], (ring_dtype_t)d, (ring_op_t)o, 0, 0};
+                test_allreduce(c, (int)(i & 1), 0);
+            }
+        }
+    /* Over 1M elements, and the other ways in. */
+    const size_t large = (1u << 20) + 3;
+    test_allreduce((call_t){large, RING_FLOAT32, RING_SUM, 0, 0}, 0, 0);
+    test_allreduce((call_t){large, RING_BFLOAT16, RING_AVERAGE, 0, 0}, 1, 0);
+    test_allreduce((call_t){large, RING_FLOAT64, RING_SUM, 0, 1}, 1, 0);
+    test_allreduce((call_t){4099, RING_FLOAT32, RING_SUM, 0, 0}, 0, 1);
+    test_allreduce((call_t){4099, RING_FLOAT16, RING_MAX, 0, 0}, 0, 2);
+
+    const ring_dtype_t dtypes[] = {RING_FLOAT32, RING_FLOAT16, RING_INT64,
+                                   RING_UINT8};
+    const size_t sub[] = {0, 1, 1000, 70001};
+    for (int d = 0; d < 4; d++)
+        for (int i = 0; i < 4; i++) {
+            test_reduce_scatter((call_t){sub[i], dtypes[d], RING_SUM, 0, 0},
+                                i & 1);
+            test_reduce_scatter((call_t){sub[i], dtypes[d], RING_MIN, 0, 0},
+                                !(i & 1));
+            test_allgather((call_t){sub[i], dtypes[d], RING__NO_OP, 0, i & 1},
+                           i & 1);
+            test_broadcast((call_t){sub[i] * 3 + 1, dtypes[d], RING__NO_OP,
+                                    (i + d) % size, i & 1});
+        }
+}
+
+/* Calls that take host memory only refuse device buffers with a
+ * message, before any data moves; a good call works after them. */
+static void test_refused(void)
+{
+    char *d = dev_alloc(64);
+    float host[16] = {0};
+    ring_piece_t piece = {d, d, 16};
+    snprintf(case_name, sizeof case_name, "refused n=%d", size);
+    TEST_EQ(ring_ctx_allreduce_pieces(ctx, &piece, 1, RING_FLOAT32,
+                                      RING_SUM),
+            RING_ERR_ARG);
+    TEST_EQ(ring_allreduce_hier(d, host, 16, RING_FLOAT32, RING_SUM,
+                                MPI_COMM_SELF, MPI_COMM_WORLD),
+            RING_ERR_ARG);
+    expect_ok(ring_ctx_allreduce(ctx, d, d, 16, RING_FLOAT32, RING_SUM),
+              "ring_ctx_allreduce after refusals");
+    dev->release(d);
+}
+
+int main(int argc, char **argv)
+{
+    const char *intranode = "auto";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--emulate") == 0)
+            setenv("HVD_DEVICE_EMULATE", argv[i + 1], 1);
+        else if (strcmp(argv[i], "--staging-bytes") == 0)
+            setenv("HVD_RING_STAGING_BYTES", argv[i + 1], 1);
+        else if (strcmp(argv[i], "--intranode") == 0)
+            intranode = argv[i + 1];
+    }
+    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return TEST_HARD_ERROR;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    test_rank = rank;
+    dev = ring__dev();
+    if (!dev) {
+        MPI_Finalize();
+        TEST_SKIP("no device: neither a GPU nor HVD_DEVICE_EMULATE");
+    }
+    ring_ctx_opts_t opts = {
+        .intranode = strcmp(intranode, "shm") == 0    ? RING_INTRANODE_SHM
+                     : strcmp(intranode, "ring") == 0 ? RING_INTRANODE_RING
+                                                      : RING_INTRANODE_AUTO};
+    if (dev->stream_create(&stream) != RING_OK ||
+        ring_ctx_create(MPI_COMM_WORLD, &opts, &ctx) != RING_OK) {
+        MPI_Finalize();
+        return TEST_HARD_ERROR;
+    }
+    test_all();
+    test_refused();
+    ring_ctx_free(&ctx);
+    dev->stream_destroy(stream);
+
+    int failed = test_failures, any;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("test_ring_device n=%d on %s: %s\n", size, dev->name,
+               any ? "FAIL" : "ok");
+    MPI_Finalize();
+    return test_exit_code();
+}
