@@ -129,6 +129,15 @@ enum { RING__DEV_MAX_INPUTS = 16 };
 const ring__dev_t *ring__dev(void);
 
 extern const ring__dev_t ring__dev_emulated; /* ring/dev_emu.c */
+
+/* The emulation's mode, as HVD_DEVICE_EMULATE names it: ring__dev() sets
+ * it once, before it hands the table out (plain until then). */
+typedef enum {
+    RING__EMU_PLAIN,
+    RING__EMU_DELAY,
+    RING__EMU_GUARD
+} ring__emu_mode_t;
+void ring__dev_emu_configure(ring__emu_mode_t mode, unsigned long seed);
 #if HVD_HAVE_CUDA
 extern const ring__dev_t ring__dev_cuda; /* ring/dev_cuda.c */
 #endif

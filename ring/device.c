@@ -1,13 +1,15 @@
-/* ring/device.c: whether a buffer is CUDA device memory. The collectives
- * take host memory (device buffers are a later release), and a device
- * pointer handed to them would crash the first copy: ring__check_args and
- * hvd's submission refuse it with a message instead. Without CUDA, or
- * without a GPU visible, nothing is device memory and no CUDA call is made
- * after the first look. Managed memory is host-readable: it passes. */
+/* ring/device.c: whether a buffer is device memory: the emulated device's
+ * (ring/dev.h, under HVD_DEVICE_EMULATE) or CUDA's. The collectives take
+ * host memory (device buffers are a later release), and a device pointer
+ * handed to them would crash the first copy: ring__check_args and hvd's
+ * submission refuse it with a message instead. Without CUDA, or without a
+ * GPU visible, nothing is device memory and no CUDA call is made after the
+ * first look. Managed memory is host-readable: it passes. */
 #include <pthread.h>
 #if HVD_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
+#include "ring/dev.h"
 #include "ring/ring_internal.h"
 
 #if HVD_HAVE_CUDA
@@ -24,6 +26,9 @@ static void ring__look_for_gpu(void)
 
 int ring_is_device_memory(const void *p)
 {
+    const ring__dev_t *dev = ring__dev();
+    int ordinal;
+    if (dev == &ring__dev_emulated) return p && dev->owns(p, &ordinal);
 #if HVD_HAVE_CUDA
     struct cudaPointerAttributes attr;
     if (!p) return 0;
