@@ -189,6 +189,10 @@ static int ring__stage_out(void *arg, int b)
     size_t len = ring__slice(call, k, b) * call->c->esize;
     if (call->copied[b] || !to || len == 0) return RING_OK;
     call->copied[b] = 1;
+    /* A block the host never read (one rank; allgather's own) goes out
+     * as it came in: on another stream, so only once it is in. */
+    int status = ring__stage_need(arg, b);
+    if (status != RING_OK) return status;
     return st->dev->copy(to, ring__staging(call, (int)(k & 1), k, b), len,
                          st->down);
 }
