@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "ring/dev.h"
 #include "ring/ring_internal.h"
@@ -175,12 +176,40 @@ static int hand_over(int wait)
     return right;
 }
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Delay mode sleeps before each operation: 0..200 us, 100 on average, so
+ * 100 operations of nothing take about 10 ms and surely more than 2. */
+static void test_delay_sleeps(void)
+{
+    enum { OPS = 100 };
+    char byte;
+    ring__stream_t *s;
+    DEV_OK(dev->stream_create(&s));
+    double start = now_s();
+    for (int i = 0; i < OPS; i++) DEV_OK(dev->zero(&byte, 1, s));
+    DEV_OK(dev->stream_sync(s));
+    double ms = 1e3 * (now_s() - start);
+    printf("delay: %d operations took %.1f ms\n", OPS, ms);
+    TEST_TRUE(ms > 2.0);
+    DEV_OK(dev->stream_destroy(s));
+}
+
+/* The hand-over is right with the wait, every time; without it, delay
+ * mode must make it go wrong at least once (a race that plain mode may
+ * also lose, but not reliably). */
 static void test_two_streams(void)
 {
     enum { TRIES = 10 };
     int wrong_without = 0;
     for (int t = 0; t < TRIES; t++) TEST_EQ(hand_over(1), 1);
     if (strcmp(mode, "delay") != 0) return;
+    test_delay_sleeps();
     for (int t = 0; t < TRIES; t++) wrong_without += !hand_over(0);
     printf("delay: without stream_wait, %d of %d hand-overs wrong\n",
            wrong_without, TRIES);
@@ -367,7 +396,7 @@ int main(int argc, char **argv)
 {
     static const char *const modes[][2] = {
         {"plain", "1"}, {"delay", "delay:7"}, {"guard", "guard"},
-        {"bad", "delay:x"}};
+        {"bad", "delay:7x"}};
     const char *value = NULL;
     mode = argc == 2 ? argv[1] : "";
     for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
@@ -378,7 +407,7 @@ int main(int argc, char **argv)
     }
     setenv("HVD_DEVICE_EMULATE", value, 1);
     if (strcmp(mode, "bad") == 0) {
-        TEST_SAYS(ring__dev() == NULL, 1, "HVD_DEVICE_EMULATE=\"delay:x\"");
+        TEST_SAYS(ring__dev() == NULL, 1, "HVD_DEVICE_EMULATE=\"delay:7x\"");
         TEST_SAYS(ring__dev() == NULL, 1, NULL); /* said once */
         return test_exit_code();
     }
