@@ -97,7 +97,8 @@ static void test_round_trip(void)
     unsigned char *in = malloc(N), *out = malloc(N);
     unsigned char *d1 = dev_alloc(N), *d2 = dev_alloc(N);
     ring__stream_t *s;
-    for (size_t i = 0; i < N; i++) in[i] = (unsigned char)rnd();
+    for (size_t i = 0; i < N; i++)
+        in[i] = (unsigned char)rnd();
     DEV_OK(dev->stream_create(&s));
     DEV_OK(dev->copy(d1, in, N, s));
     DEV_OK(dev->copy(d2, d1, N, s));
@@ -132,7 +133,8 @@ static void test_order(void)
     for (int i = 0; i < STEPS; i++)
         DEV_OK(dev->reduce(acc, acc, ones, 1, RING_INT32, RING_SUM, 1, s));
     DEV_OK(dev->copy(&sum, acc, sizeof(sum), s));
-    for (int i = 0; i < CHAIN; i++) chain[i] = dev_alloc(sizeof(int32_t));
+    for (int i = 0; i < CHAIN; i++)
+        chain[i] = dev_alloc(sizeof(int32_t));
     DEV_OK(dev->copy(chain[0], &value, sizeof(value), s));
     for (int i = 1; i < CHAIN; i++)
         DEV_OK(dev->copy(chain[i], chain[i - 1], sizeof(int32_t), s));
@@ -141,7 +143,8 @@ static void test_order(void)
     TEST_EQ(sum, STEPS);
     TEST_EQ(got, value);
     DEV_OK(dev->stream_destroy(s));
-    for (int i = 0; i < CHAIN; i++) DEV_OK(dev->release(chain[i]));
+    for (int i = 0; i < CHAIN; i++)
+        DEV_OK(dev->release(chain[i]));
     DEV_OK(dev->release(acc));
     DEV_OK(dev->release(ones));
 }
@@ -159,7 +162,8 @@ static int hand_over(int wait)
     DEV_OK(dev->stream_create(&b));
     DEV_OK(dev->event_create(&e));
     for (int k = 0; k < STEPS; k++)
-        for (int i = 0; i < N; i++) steps[k][i] = k * N + i;
+        for (int i = 0; i < N; i++)
+            steps[k][i] = k * N + i;
     DEV_OK(dev->zero(d, N * sizeof(int32_t), a));
     for (int k = 0; k < STEPS; k++)
         DEV_OK(dev->copy(d, steps[k], N * sizeof(int32_t), a));
@@ -192,7 +196,8 @@ static void test_delay_sleeps(void)
     ring__stream_t *s;
     DEV_OK(dev->stream_create(&s));
     double start = now_s();
-    for (int i = 0; i < OPS; i++) DEV_OK(dev->zero(&byte, 1, s));
+    for (int i = 0; i < OPS; i++)
+        DEV_OK(dev->zero(&byte, 1, s));
     DEV_OK(dev->stream_sync(s));
     double ms = 1e3 * (now_s() - start);
     printf("delay: %d operations took %.1f ms\n", OPS, ms);
@@ -207,13 +212,15 @@ static void test_two_streams(void)
 {
     enum { TRIES = 10 };
     int wrong_without = 0;
-    for (int t = 0; t < TRIES; t++) TEST_EQ(hand_over(1), 1);
+    for (int t = 0; t < TRIES; t++)
+        TEST_EQ(hand_over(1), 1);
     if (strcmp(mode, "delay") != 0) return;
     test_delay_sleeps();
 #if defined(__SANITIZE_THREAD__)
     return; /* the race below is the point: ThreadSanitizer would say so */
 #endif
-    for (int t = 0; t < TRIES; t++) wrong_without += !hand_over(0);
+    for (int t = 0; t < TRIES; t++)
+        wrong_without += !hand_over(0);
     printf("delay: without stream_wait, %d of %d hand-overs wrong\n",
            wrong_without, TRIES);
     TEST_TRUE(wrong_without > 0);
@@ -230,7 +237,8 @@ static void test_copy_batch(void)
     unsigned char *src = dev_alloc(SLAB), *dst = dev_alloc(SLAB);
     ring__stream_t *s;
     size_t at = 0;
-    for (size_t i = 0; i < SLAB; i++) src_h[i] = (unsigned char)rnd();
+    for (size_t i = 0; i < SLAB; i++)
+        src_h[i] = (unsigned char)rnd();
     for (size_t c = 0; c < NCOPIES; c++) {
         size_t nbytes = c % 7 == 0 ? 0 : rnd() % 2500;
         size_t from = rnd() % (SLAB - nbytes);
@@ -263,13 +271,27 @@ static void fill(void *buf, size_t count, ring_dtype_t dtype)
     for (size_t i = 0; i < count; i++) {
         float v = (float)((int)(rnd() % 200) - 100) / 8.0f;
         switch (dtype) {
-        case RING_FLOAT32: ((float *)buf)[i] = v; break;
-        case RING_FLOAT64: ((double *)buf)[i] = v / 3.0; break;
-        case RING_FLOAT16: ((uint16_t *)buf)[i] = ring_f32_to_f16(v); break;
-        case RING_BFLOAT16: ((uint16_t *)buf)[i] = ring_f32_to_bf16(v); break;
-        case RING_INT32: ((int32_t *)buf)[i] = (int32_t)rnd(); break;
-        case RING_INT64: ((int64_t *)buf)[i] = (int64_t)rnd() << 20; break;
-        default: ((uint8_t *)buf)[i] = (uint8_t)rnd(); break;
+        case RING_FLOAT32:
+            ((float *)buf)[i] = v;
+            break;
+        case RING_FLOAT64:
+            ((double *)buf)[i] = v / 3.0;
+            break;
+        case RING_FLOAT16:
+            ((uint16_t *)buf)[i] = ring_f32_to_f16(v);
+            break;
+        case RING_BFLOAT16:
+            ((uint16_t *)buf)[i] = ring_f32_to_bf16(v);
+            break;
+        case RING_INT32:
+            ((int32_t *)buf)[i] = (int32_t)rnd();
+            break;
+        case RING_INT64:
+            ((int64_t *)buf)[i] = (int64_t)rnd() << 20;
+            break;
+        default:
+            ((uint8_t *)buf)[i] = (uint8_t)rnd();
+            break;
         }
     }
 }
@@ -354,7 +376,8 @@ static void test_event_query(void)
     DEV_OK(dev->event_query(never, &done));
     TEST_EQ(done, 1);
     DEV_OK(dev->event_sync(never));
-    for (int i = 0; i < COPIES; i++) DEV_OK(dev->copy(b, a, NBYTES, s));
+    for (int i = 0; i < COPIES; i++)
+        DEV_OK(dev->copy(b, a, NBYTES, s));
     DEV_OK(dev->event_record(e, s));
     DEV_OK(dev->event_query(e, &done));
     TEST_EQ(done, 0);
@@ -398,9 +421,10 @@ static void test_host_access(void)
 
 int main(int argc, char **argv)
 {
-    static const char *const modes[][2] = {
-        {"plain", "1"}, {"delay", "delay:7"}, {"guard", "guard"},
-        {"bad", "delay:7x"}};
+    static const char *const modes[][2] = {{"plain", "1"},
+                                           {"delay", "delay:7"},
+                                           {"guard", "guard"},
+                                           {"bad", "delay:7x"}};
     const char *value = NULL;
     mode = argc == 2 ? argv[1] : "";
     for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)

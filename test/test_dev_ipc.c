@@ -20,8 +20,8 @@ enum { COUNT = 10007 }; /* elements per pattern */
 #define MPI_CHECK(call)                                                        \
     do {                                                                       \
         if ((call) != MPI_SUCCESS) {                                           \
-            fprintf(stderr, "rank %d %s:%d: %s failed\n", test_rank,          \
-                    __FILE__, __LINE__, #call);                                \
+            fprintf(stderr, "rank %d %s:%d: %s failed\n", test_rank, __FILE__, \
+                    __LINE__, #call);                                          \
             MPI_Abort(MPI_COMM_WORLD, TEST_HARD_ERROR);                        \
         }                                                                      \
     } while (0)
@@ -35,7 +35,8 @@ static int32_t value(int rank, size_t i)
 
 static void pattern(int32_t *buf, int rank)
 {
-    for (size_t i = 0; i < COUNT; i++) buf[i] = value(rank, i);
+    for (size_t i = 0; i < COUNT; i++)
+        buf[i] = value(rank, i);
 }
 
 /* Counts the elements of buf that are not rank's pattern, and reports the
@@ -106,8 +107,9 @@ int main(int argc, char **argv)
     DEV_OK(dev->copy(back, mem, nbytes, s));
     DEV_OK(dev->stream_sync(s));
     for (int r = 0; r < size; r++)
-        if (r != rank) check_pattern(back + (size_t)(1 + r) * COUNT, r,
-                                     "written by a peer");
+        if (r != rank)
+            check_pattern(back + (size_t)(1 + r) * COUNT, r,
+                          "written by a peer");
     for (int r = 0; r < size; r++) {
         if (r == rank || !peer[r]) continue;
         DEV_OK(dev->ipc_close(peer[r]));
