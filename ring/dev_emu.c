@@ -107,6 +107,8 @@ static emu_region_t *emu_find(const void *p)
     return NULL;
 }
 
+/* A new mapping's protection: in guard mode, closed until an operation
+ * that uses it runs. Under lock. */
 static int emu_prot(void)
 {
     return emu.mode == RING__EMU_GUARD ? PROT_NONE : PROT_READ | PROT_WRITE;
@@ -120,11 +122,11 @@ static int emu_map(const char *func, int fd, size_t nbytes, int opened,
     int status = RING_ERR_NOMEM;
     emu_region_t *r = calloc(1, sizeof(*r));
     pthread_mutex_lock(&emu.lock);
-    if (!r) goto out;
+    if (!r) goto err_table;
     if (emu.nregions == emu.cap) {
         size_t cap = emu.cap ? 2 * emu.cap : 16;
         emu_region_t **grown = realloc(emu.regions, cap * sizeof(*grown));
-        if (!grown) goto out;
+        if (!grown) goto err_table;
         emu.regions = grown;
         emu.cap = cap;
     }
@@ -140,6 +142,9 @@ static int emu_map(const char *func, int fd, size_t nbytes, int opened,
     *p = r->base;
     r = NULL;
     status = RING_OK;
+    goto out;
+err_table:
+    ring__log("%s: out of memory for the table of device memory", func);
 out:
     pthread_mutex_unlock(&emu.lock);
     free(r);
