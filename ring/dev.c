@@ -55,7 +55,7 @@ static void ring__dev_choose(void)
     const char *text = getenv("HVD_DEVICE_EMULATE");
     ring__emu_mode_t mode;
     unsigned long seed;
-    if (!text || strcmp(text, "0") == 0) {
+    if (!text || !*text || strcmp(text, "0") == 0) { /* empty: unset */
         ring__dev_chosen = ring__dev_real();
     } else if (ring__dev_parse(text, &mode, &seed) == 0) {
         ring__dev_emu_configure(mode, seed);

@@ -25,7 +25,7 @@
  * caller's stack.
  *
  * HVD_DEVICE_EMULATE (tests only; ring/README.md):
- *   unset or 0     no emulation
+ *   unset, "", 0  no emulation
  *   1              the emulated device
  *   delay[:SEED]   each queued operation first sleeps a random time drawn
  *                  from SEED (default 1): a wait that is missing gives

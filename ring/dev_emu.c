@@ -64,8 +64,8 @@ struct ring__stream {
     emu_op_t *head, *tail;
     uint64_t queued, completed; /* operations */
     int stopping;
-    pthread_cond_t wake;  /* work queued, or stopping */
-    uint64_t rng;         /* delay mode; the worker's alone */
+    pthread_cond_t wake; /* work queued, or stopping */
+    uint64_t rng;        /* delay mode; the worker's alone */
 };
 
 /* Recorded as (stream id, operations queued then); id 0: never. */
@@ -107,6 +107,8 @@ static emu_region_t *emu_find(const void *p)
     return NULL;
 }
 
+/* A new mapping's protection: in guard mode, closed until an operation
+ * that uses it runs. Under lock. */
 static int emu_prot(void)
 {
     return emu.mode == RING__EMU_GUARD ? PROT_NONE : PROT_READ | PROT_WRITE;
@@ -120,11 +122,11 @@ static int emu_map(const char *func, int fd, size_t nbytes, int opened,
     int status = RING_ERR_NOMEM;
     emu_region_t *r = calloc(1, sizeof(*r));
     pthread_mutex_lock(&emu.lock);
-    if (!r) goto out;
+    if (!r) goto err_table;
     if (emu.nregions == emu.cap) {
         size_t cap = emu.cap ? 2 * emu.cap : 16;
         emu_region_t **grown = realloc(emu.regions, cap * sizeof(*grown));
-        if (!grown) goto out;
+        if (!grown) goto err_table;
         emu.regions = grown;
         emu.cap = cap;
     }
@@ -140,6 +142,9 @@ static int emu_map(const char *func, int fd, size_t nbytes, int opened,
     *p = r->base;
     r = NULL;
     status = RING_OK;
+    goto out;
+err_table:
+    ring__log("%s: out of memory for the table of device memory", func);
 out:
     pthread_mutex_unlock(&emu.lock);
     free(r);
@@ -243,8 +248,7 @@ static int emu_device(int *device)
 static int emu_set_device(int device)
 {
     if (device == 0) return RING_OK;
-    ring__log("set_device: device %d: the emulation has one device, 0",
-              device);
+    ring__log("set_device: device %d: the emulation has one device, 0", device);
     return RING_ERR_ARG;
 }
 
@@ -265,7 +269,7 @@ struct emu_op {
     int n;
     ring__copy_t *copies; /* copy_batch's, copied at enqueue */
     size_t ncopies;
-    ring__event_t wait;   /* stream_wait's event, as recorded then */
+    ring__event_t wait; /* stream_wait's event, as recorded then */
     size_t nuses;
     struct {
         const void *p;
@@ -276,8 +280,10 @@ struct emu_op {
 static emu_op_t *emu_op_new(const char *func, size_t nuses)
 {
     emu_op_t *op = calloc(1, sizeof(*op) + nuses * sizeof(op->uses[0]));
-    if (!op) ring__log("%s: out of memory queueing the operation", func);
-    else op->nuses = nuses;
+    if (!op)
+        ring__log("%s: out of memory queueing the operation", func);
+    else
+        op->nuses = nuses;
     return op;
 }
 
@@ -354,7 +360,8 @@ static void *emu_worker(void *arg)
     pthread_mutex_lock(&emu.lock);
     int delay = emu.mode == RING__EMU_DELAY;
     for (;;) {
-        while (!s->head && !s->stopping) pthread_cond_wait(&s->wake, &emu.lock);
+        while (!s->head && !s->stopping)
+            pthread_cond_wait(&s->wake, &emu.lock);
         emu_op_t *op = s->head;
         if (!op) break; /* stopping, and drained */
         s->head = op->next;
@@ -383,8 +390,10 @@ static int emu_enqueue(const char *func, ring__stream_t *s, emu_op_t *op)
         return RING_ERR_ARG;
     }
     pthread_mutex_lock(&emu.lock);
-    if (s->tail) s->tail->next = op;
-    else s->head = op;
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
     s->tail = op;
     s->queued++;
     pthread_cond_signal(&s->wake);
@@ -431,7 +440,8 @@ static int emu_stream_destroy(ring__stream_t *s)
     pthread_join(s->thread, NULL);
     pthread_mutex_lock(&emu.lock);
     ring__stream_t **at = &emu.streams;
-    while (*at != s) at = &(*at)->next;
+    while (*at != s)
+        at = &(*at)->next;
     *at = s->next;
     pthread_mutex_unlock(&emu.lock);
     pthread_cond_destroy(&s->wake);
@@ -491,7 +501,8 @@ static int emu_event_record(ring__event_t *e, ring__stream_t *s)
 
 static void emu_wait_locked(const ring__event_t *e)
 {
-    while (!emu_event_done(e)) pthread_cond_wait(&emu.progress, &emu.lock);
+    while (!emu_event_done(e))
+        pthread_cond_wait(&emu.progress, &emu.lock);
 }
 
 static int emu_event_sync(ring__event_t *e)
@@ -560,8 +571,11 @@ static int emu_copy(void *dst, const void *src, size_t nbytes,
         return RING_ERR_ARG;
     emu_op_t *op = emu_op_new("copy", 2);
     if (op) {
-        *op = (emu_op_t){.run = emu_run_copy, .dst = dst, .a = src,
-                         .nbytes = nbytes, .nuses = 2};
+        *op = (emu_op_t){.run = emu_run_copy,
+                         .dst = dst,
+                         .a = src,
+                         .nbytes = nbytes,
+                         .nuses = 2};
         op->uses[0].p = dst;
         op->uses[1].p = src;
     }
@@ -579,12 +593,11 @@ static int emu_zero(void *dst, size_t nbytes, ring__stream_t *s)
         ring__log("zero: %zu bytes at NULL", nbytes);
         return RING_ERR_ARG;
     }
-    if (emu_check_span("zero", "destination", dst, nbytes))
-        return RING_ERR_ARG;
+    if (emu_check_span("zero", "destination", dst, nbytes)) return RING_ERR_ARG;
     emu_op_t *op = emu_op_new("zero", 1);
     if (op) {
-        *op = (emu_op_t){.run = emu_run_zero, .dst = dst, .nbytes = nbytes,
-                         .nuses = 1};
+        *op = (emu_op_t){
+            .run = emu_run_zero, .dst = dst, .nbytes = nbytes, .nuses = 1};
         op->uses[0].p = dst;
     }
     return emu_enqueue("zero", s, op);
@@ -669,9 +682,15 @@ static int emu_reduce(void *dst, const void *a, const void *b, size_t count,
         return RING_ERR_ARG;
     emu_op_t *op = emu_op_new("reduce", 3);
     if (op) {
-        *op = (emu_op_t){.run = emu_run_reduce, .dst = dst, .a = a, .b = b,
-                         .count = count, .dtype = dtype, .op = rop,
-                         .divisor = divisor, .nuses = 3};
+        *op = (emu_op_t){.run = emu_run_reduce,
+                         .dst = dst,
+                         .a = a,
+                         .b = b,
+                         .count = count,
+                         .dtype = dtype,
+                         .op = rop,
+                         .divisor = divisor,
+                         .nuses = 3};
         op->uses[0].p = dst;
         op->uses[1].p = a;
         op->uses[2].p = b;
@@ -691,8 +710,7 @@ static int emu_reduce_n(void *dst, const void *const *in, int n, size_t count,
 {
     if (emu_check_kind("reduce_n", dtype, rop)) return RING_ERR_ARG;
     if (n < 1 || n > RING__DEV_MAX_INPUTS) {
-        ring__log("reduce_n: %d inputs: from 1 to %d", n,
-                  RING__DEV_MAX_INPUTS);
+        ring__log("reduce_n: %d inputs: from 1 to %d", n, RING__DEV_MAX_INPUTS);
         return RING_ERR_ARG;
     }
     size_t nbytes = count * ring_dtype_size(dtype);
@@ -711,9 +729,14 @@ static int emu_reduce_n(void *dst, const void *const *in, int n, size_t count,
     }
     emu_op_t *op = emu_op_new("reduce_n", 1 + (size_t)n);
     if (op) {
-        *op = (emu_op_t){.run = emu_run_reduce_n, .dst = dst, .n = n,
-                         .count = count, .dtype = dtype, .op = rop,
-                         .divisor = divisor, .nuses = 1 + (size_t)n};
+        *op = (emu_op_t){.run = emu_run_reduce_n,
+                         .dst = dst,
+                         .n = n,
+                         .count = count,
+                         .dtype = dtype,
+                         .op = rop,
+                         .divisor = divisor,
+                         .nuses = 1 + (size_t)n};
         op->uses[0].p = dst;
         for (int k = 0; k < n; k++) {
             op->in[k] = in[k];
@@ -728,8 +751,8 @@ static void emu_run_divide(emu_op_t *op)
     ring__divide_host(op->dst, op->count, op->dtype, op->divisor);
 }
 
-static int emu_divide(void *buf, size_t count, ring_dtype_t dtype,
-                      int divisor, ring__stream_t *s)
+static int emu_divide(void *buf, size_t count, ring_dtype_t dtype, int divisor,
+                      ring__stream_t *s)
 {
     if (emu_check_kind("divide", dtype, RING_AVERAGE)) return RING_ERR_ARG;
     size_t nbytes = count * ring_dtype_size(dtype);
@@ -740,8 +763,12 @@ static int emu_divide(void *buf, size_t count, ring_dtype_t dtype,
     if (emu_check_span("divide", "buf", buf, nbytes)) return RING_ERR_ARG;
     emu_op_t *op = emu_op_new("divide", 1);
     if (op) {
-        *op = (emu_op_t){.run = emu_run_divide, .dst = buf, .count = count,
-                         .dtype = dtype, .divisor = divisor, .nuses = 1};
+        *op = (emu_op_t){.run = emu_run_divide,
+                         .dst = buf,
+                         .count = count,
+                         .dtype = dtype,
+                         .divisor = divisor,
+                         .nuses = 1};
         op->uses[0].p = buf;
     }
     return emu_enqueue("divide", s, op);

@@ -1,0 +1,127 @@
+/* test/test_dev_ipc.c: the emulated device's ipc between the ranks of a
+ * node (test/dev_ipc_np*.mpi): `test_dev_ipc plain|delay|guard` sets
+ * HVD_DEVICE_EMULATE to 1, delay:3 or guard. Each rank allocates device
+ * memory, fills its first part with a pattern of its own, exports it, and
+ * the handles go round by MPI_Allgather. Each rank opens every other
+ * rank's allocation, reads the pattern back with a copy on its own stream,
+ * and writes its own pattern into its slot of the peer's second part;
+ * then each owner finds every peer's pattern in its slots. Writes through
+ * a mapping must reach the owner: the memory is shared, not copied.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <mpi.h>
+#include <stdint.h>
+#include <string.h>
+#include "ring/dev.h"
+#include "test/test.h"
+
+enum { COUNT = 10007 }; /* elements per pattern */
+
+#define MPI_CHECK(call)                                                        \
+    do {                                                                       \
+        if ((call) != MPI_SUCCESS) {                                           \
+            fprintf(stderr, "rank %d %s:%d: %s failed\n", test_rank, __FILE__, \
+                    __LINE__, #call);                                          \
+            MPI_Abort(MPI_COMM_WORLD, TEST_HARD_ERROR);                        \
+        }                                                                      \
+    } while (0)
+
+#define DEV_OK(call) TEST_EQ((call), RING_OK)
+
+static int32_t value(int rank, size_t i)
+{
+    return (int32_t)(rank * 1000003 + (int)i);
+}
+
+static void pattern(int32_t *buf, int rank)
+{
+    for (size_t i = 0; i < COUNT; i++)
+        buf[i] = value(rank, i);
+}
+
+/* Counts the elements of buf that are not rank's pattern, and reports the
+ * first. */
+static void check_pattern(const int32_t *buf, int rank, const char *what)
+{
+    for (size_t i = 0; i < COUNT; i++) {
+        if (buf[i] != value(rank, i)) {
+            TEST_FAIL("%s: element %zu is %d, want %d (rank %d's)", what, i,
+                      (int)buf[i], (int)value(rank, i), rank);
+            return;
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc == 2 ? argv[1] : "plain";
+    const char *env = strcmp(mode, "delay") == 0   ? "delay:3"
+                      : strcmp(mode, "guard") == 0 ? "guard"
+                                                   : "1";
+    int rank, size;
+    setenv("HVD_DEVICE_EMULATE", env, 1);
+    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return TEST_HARD_ERROR;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    test_rank = rank;
+    const ring__dev_t *dev = ring__dev();
+    TEST_TRUE(dev == &ring__dev_emulated);
+    if (!dev) MPI_Abort(MPI_COMM_WORLD, 1);
+
+    /* [own pattern | slot per rank] */
+    size_t nbytes = (size_t)(1 + size) * COUNT * sizeof(int32_t);
+    size_t slot_bytes = COUNT * sizeof(int32_t);
+    int32_t *host = malloc(slot_bytes), *back = malloc(nbytes);
+    ring__ipc_handle_t own, *all = malloc((size_t)size * sizeof(*all));
+    void **peer = calloc((size_t)size, sizeof(*peer));
+    char *mem = NULL;
+    ring__stream_t *s;
+    DEV_OK(dev->stream_create(&s));
+    DEV_OK(dev->alloc((void **)&mem, nbytes));
+    pattern(host, rank);
+    DEV_OK(dev->zero(mem, nbytes, s));
+    DEV_OK(dev->copy(mem, host, slot_bytes, s));
+    DEV_OK(dev->stream_sync(s));
+    DEV_OK(dev->ipc_export(mem, &own));
+    TEST_EQ(dev->ipc_export(mem + 4, &own), RING_ERR_ARG);
+    TEST_EQ(dev->ipc_open(&own, &peer[rank]), RING_ERR_ARG); /* own */
+    MPI_CHECK(MPI_Allgather(&own, sizeof(own), MPI_BYTE, all, sizeof(own),
+                            MPI_BYTE, MPI_COMM_WORLD));
+
+    for (int r = 0; r < size; r++) {
+        int ordinal = -1;
+        if (r == rank) continue;
+        DEV_OK(dev->ipc_open(&all[r], &peer[r]));
+        if (!peer[r]) continue;
+        TEST_EQ(dev->owns(peer[r], &ordinal), 1);
+        TEST_EQ(ordinal, 0);
+        DEV_OK(dev->copy(back, peer[r], slot_bytes, s));
+        DEV_OK(dev->stream_sync(s));
+        check_pattern(back, r, "read from a peer");
+        char *slot = (char *)peer[r] + (size_t)(1 + rank) * slot_bytes;
+        DEV_OK(dev->copy(slot, mem, slot_bytes, s));
+    }
+    DEV_OK(dev->stream_sync(s));
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); /* every peer has written */
+
+    DEV_OK(dev->copy(back, mem, nbytes, s));
+    DEV_OK(dev->stream_sync(s));
+    for (int r = 0; r < size; r++)
+        if (r != rank)
+            check_pattern(back + (size_t)(1 + r) * COUNT, r,
+                          "written by a peer");
+    for (int r = 0; r < size; r++) {
+        if (r == rank || !peer[r]) continue;
+        DEV_OK(dev->ipc_close(peer[r]));
+        TEST_EQ(dev->owns(peer[r], NULL), 0);
+    }
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); /* closed before released */
+    DEV_OK(dev->release(mem));
+    DEV_OK(dev->stream_destroy(s));
+    free(host);
+    free(back);
+    free(all);
+    free(peer);
+    MPI_CHECK(MPI_Finalize());
+    return test_exit_code();
+}
