@@ -347,8 +347,8 @@ extern "C" int ring__copy_batch_cuda(const ring__copy_t *copies, size_t n,
     int status = RING_OK;
     ring_copy_batch_args args;
     for (size_t at = 0; at < n; at += RING_COPY_BATCH_LAUNCH) {
-        size_t len = n - at < RING_COPY_BATCH_LAUNCH ? n - at
-                                                     : RING_COPY_BATCH_LAUNCH;
+        size_t len = n - at;
+        if (len > RING_COPY_BATCH_LAUNCH) len = RING_COPY_BATCH_LAUNCH;
         memcpy(args.copies, copies + at, len * sizeof(ring__copy_t));
         ring_copy_batch_kernel<<<(unsigned)len, RING_COPY_THREADS, 0,
                                  (cudaStream_t)stream>>>(args, len);

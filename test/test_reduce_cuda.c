@@ -363,8 +363,9 @@ static unsigned next_rand(unsigned *seed)
 /* n copies from a random source of nbytes to a destination of nbytes:
  * random sizes (0 to max_size bytes), each offset 16-byte aligned on both
  * sides one time in three, else odd; destinations disjoint, in order with
- * random gaps the kernel must leave alone. */
-static void test_copy_batch_once(size_t n, size_t max_size, unsigned seed,
+ * random gaps the kernel must leave alone. Returns how many it made (fewer
+ * than n when the destination is full). */
+static size_t test_copy_batch_once(size_t n, size_t max_size, unsigned seed,
                                  char *dsrc, char *ddst, unsigned char *src,
                                  unsigned char *want, unsigned char *got,
                                  size_t nbytes)
@@ -398,20 +399,38 @@ static void test_copy_batch_once(size_t n, size_t max_size, unsigned seed,
              max_size);
     same(got, want, nbytes, RING_UINT8, what);
     free(copies);
+    return made;
 }
 
-static void test_copy_batch(char *const *d, unsigned char *src,
-                            unsigned char *want, unsigned char *got,
-                            size_t nbytes)
+/* Its own 1 MiB buffers, whatever COUNT is: 1000 copies of up to 500
+ * bytes must fit, so that the batch takes several launches. */
+static void test_copy_batch(void)
 {
-    test_copy_batch_once(0, 0, 1, d[0], d[1], src, want, got, nbytes);
-    test_copy_batch_once(1, 1000, 2, d[0], d[1], src, want, got, nbytes);
-    test_copy_batch_once(160, 700, 3, d[0], d[1], src, want, got, nbytes);
-    test_copy_batch_once(161, 700, 4, d[0], d[1], src, want, got, nbytes);
-    test_copy_batch_once(1000, 500, 5, d[0], d[1], src, want, got, nbytes);
-    test_copy_batch_once(3, 15, 6, d[0], d[1], src, want, got, nbytes);
-    test_copy_batch_once(2, nbytes / 2 - 64, 7, d[0], d[1], src, want, got,
-                         nbytes);
+    enum { NBYTES = 1 << 20 };
+    static const struct {
+        size_t n, max_size;
+        int all; /* every copy fits: the batch is n long */
+    } cases[] = {
+        {0, 0, 1},     {1, 1000, 1},  {3, 15, 1},    {160, 700, 1},
+        {161, 700, 1}, {1000, 500, 1}, {2, NBYTES / 2 - 64, 0},
+    };
+    char *dsrc = NULL, *ddst = NULL;
+    unsigned char *src = malloc(NBYTES), *want = malloc(NBYTES),
+                  *got = malloc(NBYTES);
+    if (!src || !want || !got) exit(TEST_HARD_ERROR);
+    MUST(dev->alloc((void **)&dsrc, NBYTES));
+    MUST(dev->alloc((void **)&ddst, NBYTES));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t made = test_copy_batch_once(cases[i].n, cases[i].max_size,
+                                           (unsigned)i + 1, dsrc, ddst, src,
+                                           want, got, NBYTES);
+        if (cases[i].all) TEST_EQ(made, cases[i].n);
+    }
+    MUST(dev->release(dsrc));
+    MUST(dev->release(ddst));
+    free(src);
+    free(want);
+    free(got);
 }
 
 int main(int argc, char **argv)
@@ -435,7 +454,7 @@ int main(int argc, char **argv)
     test_basics();
     test_reduce(in[0], in[1], want, got, d);
     test_reduce_n(in, want, got, d);
-    test_copy_batch(d, in[0], want, got, max_bytes);
+    test_copy_batch();
     TEST_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
     for (int k = 0; k <= MAX_N; k++) MUST(dev->release(d[k]));
