@@ -95,6 +95,33 @@ template <typename T, int V> struct alignas(sizeof(T) * V) ring_vec {
     T v[V];
 };
 
+/* Vector i of p (16-byte aligned when 16 bytes), read and written as one
+ * int4, so that every dtype gets one 128-bit access (llm.c's load128). */
+template <typename T, int V>
+__device__ __forceinline__ ring_vec<T, V> ring_load(const T *p, size_t i)
+{
+    ring_vec<T, V> x;
+    if constexpr (sizeof(x) == 16) {
+        int4 bits = ((const int4 *)p)[i];
+        memcpy(&x, &bits, 16);
+    } else {
+        x = ((const ring_vec<T, V> *)p)[i];
+    }
+    return x;
+}
+
+template <typename T, int V>
+__device__ __forceinline__ void ring_store(T *p, size_t i, ring_vec<T, V> x)
+{
+    if constexpr (sizeof(x) == 16) {
+        int4 bits;
+        memcpy(&bits, &x, 16);
+        ((int4 *)p)[i] = bits;
+    } else {
+        ((ring_vec<T, V> *)p)[i] = x;
+    }
+}
+
 /* The grid: 256 threads a block, blocks enough for one item a thread,
  * capped (a grid-stride loop does the rest); at least one block. */
 enum { RING_THREADS = 256, RING_MAX_BLOCKS = 4096 };
@@ -135,16 +162,17 @@ __global__ void ring_reduce_kernel(typename D::T *dst, const typename D::T *a,
                                    const typename D::T *b, size_t count,
                                    ring_op_t op, int divisor)
 {
-    typedef ring_vec<typename D::T, V> vec;
+    typedef typename D::T T;
+    typedef ring_vec<T, V> vec;
     size_t first = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t nvec = count / V;
     for (size_t i = first; i < nvec; i += stride) {
-        vec x = ((const vec *)a)[i], y = ((const vec *)b)[i], z;
+        vec x = ring_load<T, V>(a, i), y = ring_load<T, V>(b, i), z;
 #pragma unroll
         for (int j = 0; j < V; j++)
             z.v[j] = ring_reduce_elem<D>(x.v[j], y.v[j], op, divisor);
-        ((vec *)dst)[i] = z;
+        ring_store<T, V>(dst, i, z);
     }
     size_t t = nvec * V + first;
     if (V > 1 && t < count) dst[t] = ring_reduce_elem<D>(a[t], b[t], op, divisor);
@@ -192,11 +220,11 @@ __global__ void ring_reduce_n_kernel(typename D::T *dst, ring_inputs in, int n,
     bool average = op == RING_AVERAGE && divisor > 1;
     for (size_t i = first; i < nvec; i += stride) {
         W acc[V];
-        vec x = ((const vec *)in.p[0])[i];
+        vec x = ring_load<T, V>((const T *)in.p[0], i);
 #pragma unroll
         for (int j = 0; j < V; j++) acc[j] = D::load(x.v[j]);
         for (int k = 1; k < n; k++) {
-            vec y = ((const vec *)in.p[k])[i];
+            vec y = ring_load<T, V>((const T *)in.p[k], i);
 #pragma unroll
             for (int j = 0; j < V; j++)
                 acc[j] = ring_apply<D>(acc[j], D::load(y.v[j]), op);
@@ -204,7 +232,7 @@ __global__ void ring_reduce_n_kernel(typename D::T *dst, ring_inputs in, int n,
 #pragma unroll
         for (int j = 0; j < V; j++)
             x.v[j] = D::store(average ? D::div(acc[j], divisor) : acc[j]);
-        ((vec *)dst)[i] = x;
+        ring_store<T, V>(dst, i, x);
     }
     size_t t = nvec * V + first;
     if (V > 1 && t < count) {
