@@ -1,8 +1,321 @@
-/* ring/dev_cuda.c: placeholder, replaced by the CUDA implementation of
- * ring/dev.h (written on another branch); it only lets ring/dev.c link in
- * a CUDA build meanwhile. ring__dev() hands it out on a GPU node, where
- * until then only ring_is_device_memory asks, and that calls no function
- * of this table. */
+/* ring/dev_cuda.c: the device interface (ring/dev.h) over the CUDA
+ * runtime: memory, streams and events, copies, IPC, and the kernels of
+ * ring/reduce_cuda.cu through their launchers. Compiled in CUDA builds
+ * only (Makefile.am); which device a process uses, and whether this table
+ * is used at all, is decided elsewhere (ring__dev()).
+ *
+ * A ring__stream_t * is a cudaStream_t and a ring__event_t * a
+ * cudaEvent_t, cast: both are pointers to CUDA's own opaque structs, so a
+ * wrapper would only add an allocation. Streams are created non-blocking
+ * (no implicit synchronisation with the legacy default stream, which the
+ * caller's framework may be using); events without timing (cheaper to
+ * record and wait on).
+ */
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "ring/ring_internal.h"
 #include "ring/dev.h"
 
-const ring__dev_t ring__dev_cuda = {.name = "cuda"};
+_Static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(ring__ipc_handle_t),
+               "ring__ipc_handle_t must hold a cudaIpcMemHandle_t");
+
+void ring__log_cuda_error(int err, const char *call, const char *file,
+                          int line)
+{
+    cudaError_t e = (cudaError_t)err;
+    ring__log("%s:%d: %s failed: %s (%s)", file, line, call,
+              cudaGetErrorString(e), cudaGetErrorName(e));
+    /* A failed call also leaves its error as the thread's last one; clear
+     * it so that the next launch check does not report it again (a
+     * sticky error, a broken context, comes back from every call). */
+    (void)cudaGetLastError();
+}
+
+static cudaStream_t ring__cuda_stream(ring__stream_t *s)
+{
+    return (cudaStream_t)(void *)s;
+}
+
+static cudaEvent_t ring__cuda_event(ring__event_t *e)
+{
+    return (cudaEvent_t)(void *)e;
+}
+
+/* ---- memory ---- */
+
+/* Running out of device memory is RING_ERR_NOMEM, as malloc's is. */
+static int ring__cuda_alloc_status(cudaError_t err, const char *what,
+                                   size_t nbytes)
+{
+    if (err == cudaSuccess) return RING_OK;
+    ring__log("%s of %zu bytes failed: %s", what, nbytes,
+              cudaGetErrorString(err));
+    (void)cudaGetLastError();
+    return err == cudaErrorMemoryAllocation ? RING_ERR_NOMEM : RING_ERR_CUDA;
+}
+
+static int ring__cuda_alloc(void **p, size_t nbytes)
+{
+    *p = NULL;
+    return ring__cuda_alloc_status(cudaMalloc(p, nbytes), "cudaMalloc",
+                                   nbytes);
+}
+
+static int ring__cuda_release(void *p)
+{
+    int status = RING_OK;
+    if (p) RING_CHECK_CUDA(cudaFree(p));
+out:
+    return status;
+}
+
+static int ring__cuda_alloc_pinned(void **p, size_t nbytes)
+{
+    *p = NULL;
+    return ring__cuda_alloc_status(cudaMallocHost(p, nbytes), "cudaMallocHost",
+                                   nbytes);
+}
+
+static int ring__cuda_release_pinned(void *p)
+{
+    int status = RING_OK;
+    if (p) RING_CHECK_CUDA(cudaFreeHost(p));
+out:
+    return status;
+}
+
+static int ring__cuda_owns(const void *p, int *device)
+{
+    struct cudaPointerAttributes attr;
+    if (!p) return 0;
+    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+        (void)cudaGetLastError(); /* plain host memory on old runtimes */
+        return 0;
+    }
+    if (attr.type != cudaMemoryTypeDevice) return 0;
+    if (device) *device = attr.device;
+    return 1;
+}
+
+static int ring__cuda_device(int *device)
+{
+    int status = RING_OK;
+    RING_CHECK_CUDA(cudaGetDevice(device));
+out:
+    return status;
+}
+
+static int ring__cuda_set_device(int device)
+{
+    int status = RING_OK;
+    RING_CHECK_CUDA(cudaSetDevice(device));
+out:
+    return status;
+}
+
+/* ---- streams and events ---- */
+
+static int ring__cuda_stream_create(ring__stream_t **s)
+{
+    int status = RING_OK;
+    cudaStream_t cs = NULL;
+    *s = NULL;
+    RING_CHECK_CUDA(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    *s = (ring__stream_t *)(void *)cs;
+out:
+    return status;
+}
+
+static int ring__cuda_stream_destroy(ring__stream_t *s)
+{
+    int status = RING_OK;
+    if (s) RING_CHECK_CUDA(cudaStreamDestroy(ring__cuda_stream(s)));
+out:
+    return status;
+}
+
+static int ring__cuda_stream_sync(ring__stream_t *s)
+{
+    int status = RING_OK;
+    RING_CHECK_CUDA(cudaStreamSynchronize(ring__cuda_stream(s)));
+out:
+    return status;
+}
+
+static int ring__cuda_event_create(ring__event_t **e)
+{
+    int status = RING_OK;
+    cudaEvent_t ce = NULL;
+    *e = NULL;
+    RING_CHECK_CUDA(cudaEventCreateWithFlags(&ce, cudaEventDisableTiming));
+    *e = (ring__event_t *)(void *)ce;
+out:
+    return status;
+}
+
+static int ring__cuda_event_destroy(ring__event_t *e)
+{
+    int status = RING_OK;
+    if (e) RING_CHECK_CUDA(cudaEventDestroy(ring__cuda_event(e)));
+out:
+    return status;
+}
+
+static int ring__cuda_event_record(ring__event_t *e, ring__stream_t *s)
+{
+    int status = RING_OK;
+    RING_CHECK_CUDA(cudaEventRecord(ring__cuda_event(e), ring__cuda_stream(s)));
+out:
+    return status;
+}
+
+static int ring__cuda_event_sync(ring__event_t *e)
+{
+    int status = RING_OK;
+    RING_CHECK_CUDA(cudaEventSynchronize(ring__cuda_event(e)));
+out:
+    return status;
+}
+
+static int ring__cuda_event_query(ring__event_t *e, int *done)
+{
+    int status = RING_OK;
+    cudaError_t err = cudaEventQuery(ring__cuda_event(e));
+    *done = err == cudaSuccess;
+    if (err == cudaErrorNotReady) {
+        /* Not an error: not done yet. Clear it only if the runtime kept it
+         * as the last error, leaving any other one for its own check. */
+        if (cudaPeekAtLastError() == cudaErrorNotReady)
+            (void)cudaGetLastError();
+        return RING_OK;
+    }
+    RING_CHECK_CUDA(err);
+out:
+    return status;
+}
+
+static int ring__cuda_stream_wait(ring__stream_t *s, ring__event_t *e)
+{
+    int status = RING_OK;
+    RING_CHECK_CUDA(
+        cudaStreamWaitEvent(ring__cuda_stream(s), ring__cuda_event(e), 0));
+out:
+    return status;
+}
+
+/* ---- work queued on a stream ---- */
+
+static int ring__cuda_copy(void *dst, const void *src, size_t nbytes,
+                           ring__stream_t *s)
+{
+    int status = RING_OK;
+    if (nbytes == 0) return RING_OK;
+    /* cudaMemcpyDefault: the direction from the pointers (unified
+     * addressing, every 64-bit platform CUDA supports). */
+    RING_CHECK_CUDA(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault,
+                                    ring__cuda_stream(s)));
+out:
+    return status;
+}
+
+static int ring__cuda_copy_batch(const ring__copy_t *copies, size_t n,
+                                 ring__stream_t *s)
+{
+    if (n == 0) return RING_OK;
+    return ring__copy_batch_cuda(copies, n, (void *)ring__cuda_stream(s));
+}
+
+static int ring__cuda_zero(void *dst, size_t nbytes, ring__stream_t *s)
+{
+    int status = RING_OK;
+    if (nbytes == 0) return RING_OK;
+    RING_CHECK_CUDA(cudaMemsetAsync(dst, 0, nbytes, ring__cuda_stream(s)));
+out:
+    return status;
+}
+
+static int ring__cuda_reduce(void *dst, const void *a, const void *b,
+                             size_t count, ring_dtype_t dtype, ring_op_t op,
+                             int divisor, ring__stream_t *s)
+{
+    return ring__reduce_cuda(dst, a, b, count, dtype, op, divisor,
+                             (void *)ring__cuda_stream(s));
+}
+
+static int ring__cuda_reduce_n(void *dst, const void *const *in, int n,
+                               size_t count, ring_dtype_t dtype, ring_op_t op,
+                               int divisor, ring__stream_t *s)
+{
+    return ring__reduce_n_cuda(dst, in, n, count, dtype, op, divisor,
+                               (void *)ring__cuda_stream(s));
+}
+
+static int ring__cuda_divide(void *buf, size_t count, ring_dtype_t dtype,
+                             int divisor, ring__stream_t *s)
+{
+    return ring__divide_cuda(buf, count, dtype, divisor,
+                             (void *)ring__cuda_stream(s));
+}
+
+/* ---- within a node ---- */
+
+static int ring__cuda_ipc_export(void *p, ring__ipc_handle_t *h)
+{
+    int status = RING_OK;
+    cudaIpcMemHandle_t ch;
+    memset(h, 0, sizeof *h);
+    RING_CHECK_CUDA(cudaIpcGetMemHandle(&ch, p));
+    memcpy(h->bytes, &ch, sizeof ch);
+out:
+    return status;
+}
+
+static int ring__cuda_ipc_open(const ring__ipc_handle_t *h, void **p)
+{
+    int status = RING_OK;
+    cudaIpcMemHandle_t ch;
+    *p = NULL;
+    memcpy(&ch, h->bytes, sizeof ch);
+    /* Peer access enabled on demand: the exporter's GPU may be another. */
+    RING_CHECK_CUDA(
+        cudaIpcOpenMemHandle(p, ch, cudaIpcMemLazyEnablePeerAccess));
+out:
+    return status;
+}
+
+static int ring__cuda_ipc_close(void *p)
+{
+    int status = RING_OK;
+    if (p) RING_CHECK_CUDA(cudaIpcCloseMemHandle(p));
+out:
+    return status;
+}
+
+const ring__dev_t ring__dev_cuda = {
+    .name = "cuda",
+    .alloc = ring__cuda_alloc,
+    .release = ring__cuda_release,
+    .alloc_pinned = ring__cuda_alloc_pinned,
+    .release_pinned = ring__cuda_release_pinned,
+    .owns = ring__cuda_owns,
+    .device = ring__cuda_device,
+    .set_device = ring__cuda_set_device,
+    .stream_create = ring__cuda_stream_create,
+    .stream_destroy = ring__cuda_stream_destroy,
+    .stream_sync = ring__cuda_stream_sync,
+    .event_create = ring__cuda_event_create,
+    .event_destroy = ring__cuda_event_destroy,
+    .event_record = ring__cuda_event_record,
+    .event_sync = ring__cuda_event_sync,
+    .event_query = ring__cuda_event_query,
+    .stream_wait = ring__cuda_stream_wait,
+    .copy = ring__cuda_copy,
+    .copy_batch = ring__cuda_copy_batch,
+    .zero = ring__cuda_zero,
+    .reduce = ring__cuda_reduce,
+    .reduce_n = ring__cuda_reduce_n,
+    .divide = ring__cuda_divide,
+    .ipc_export = ring__cuda_ipc_export,
+    .ipc_open = ring__cuda_ipc_open,
+    .ipc_close = ring__cuda_ipc_close,
+};

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "ring/dev.h"
 #include "ring/ring.h"
+#include "ring/dev.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,6 +29,19 @@ extern "C" {
         }                                                                      \
     } while (0)
 
+/* Same for a CUDA runtime call (CUDA builds only: the log function is in
+ * ring/dev_cuda.c). The error travels as an int, so this header needs no
+ * CUDA header and host-only files can include it. */
+#define RING_CHECK_CUDA(call)                                                  \
+    do {                                                                       \
+        int ring__err = (int)(call);                                           \
+        if (ring__err != 0 /* cudaSuccess */) {                                \
+            ring__log_cuda_error(ring__err, #call, __FILE__, __LINE__);        \
+            status = RING_ERR_CUDA;                                            \
+            goto out;                                                          \
+        }                                                                      \
+    } while (0)
+
 /* Same shape for calls of ours that return a status. */
 #define RING_CHECK(call)                                                       \
     do {                                                                       \
@@ -38,6 +52,10 @@ extern "C" {
 /* One line on stderr, prefixed with the world rank. */
 void ring__log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ring__log_mpi_error(int rc, const char *call, const char *file, int line);
+/* Logs "file:line: call failed: <cudaGetErrorString>" and clears the
+ * thread's last CUDA error (a sticky one stays). */
+void ring__log_cuda_error(int err, const char *call, const char *file,
+                          int line);
 
 /* RING_OK while MPI is up; else RING_ERR_STATE with a message naming func
  * and whether MPI is not yet initialized or already finalized. */
@@ -322,12 +340,26 @@ void ring__divide_host(void *buf, size_t count, ring_dtype_t dtype,
                        int divisor);
 
 #if HVD_HAVE_CUDA
-/* ring__reduce_host on device memory, as a kernel queued on `stream` (a
- * cudaStream_t; void * keeps CUDA's headers out of host-only files).
- * RING_ERR_CUDA when the launch fails. */
+/* ---- CUDA kernel launchers (reduce_cuda.cu), behind ring__dev_cuda ---- */
+/* Each queues one kernel (copy_batch: one per RING__COPY_BATCH_LAUNCH
+ * copies) on `stream`, a cudaStream_t (void * keeps CUDA's headers out of
+ * host-only files; NULL is the legacy default stream), and returns
+ * RING_OK, RING_ERR_ARG (bad dtype, n out of range), or RING_ERR_CUDA
+ * after logging a failed launch. The arithmetic is the host's, bit for
+ * bit apart from NaN payloads: ring__reduce_host, ring__reduce_host_n
+ * (n from 1 to RING__DEV_MAX_INPUTS) and ring__divide_host. */
 int ring__reduce_cuda(void *dst, const void *a, const void *b, size_t count,
                       ring_dtype_t dtype, ring_op_t op, int divisor,
                       void *stream);
+int ring__reduce_n_cuda(void *dst, const void *const *in, int n,
+                        size_t count, ring_dtype_t dtype, ring_op_t op,
+                        int divisor, void *stream);
+int ring__divide_cuda(void *buf, size_t count, ring_dtype_t dtype,
+                      int divisor, void *stream);
+/* copies[0..n) as ring/copy_batch.h's kernel; the array is read before
+ * the call returns. */
+int ring__copy_batch_cuda(const ring__copy_t *copies, size_t n,
+                          void *stream);
 #endif
 
 /* ---- the segmented ring pipeline ---- */
