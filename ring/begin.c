@@ -12,7 +12,7 @@
 static const char *ring__device_of(ring__coll_t *c, const void *p)
 {
     static __thread char why[160];
-    const ring__dev_t *dev = ring__dev();
+    const ring_dev_t *dev = ring_dev();
     int device, mine;
     if (!dev || !dev->owns(p, &device)) return NULL;
     if (dev->device(&mine) != RING_OK) return "cannot tell this rank's device";

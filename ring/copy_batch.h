@@ -1,4 +1,4 @@
-/* ring/copy_batch.h: the body of the batched copy (ring__dev_t's
+/* ring/copy_batch.h: the body of the batched copy (ring_dev_t's
  * copy_batch), written once and run two ways: by the CUDA kernel in
  * ring/reduce_cuda.cu, one call per thread of the grid, and by the
  * emulated device (ring/dev_emu.c), which calls it for every thread of
@@ -16,14 +16,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "ring/dev.h"
+#include "ring/ring.h"
 #include "ring/reduce_op.h" /* RING_HD */
 
 typedef struct {
     uint64_t w[2];
 } ring__word16_t;
 
-RING_HD void ring__copy_batch_thread(const ring__copy_t *copies, size_t n,
+RING_HD void ring__copy_batch_thread(const ring_copy_t *copies, size_t n,
                                      size_t block, size_t nblocks,
                                      size_t thread, size_t nthreads)
 {

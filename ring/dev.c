@@ -1,4 +1,4 @@
-/* ring/dev.c: which device this process uses (ring__dev, ring/dev.h),
+/* ring/dev.c: which device this process uses (ring_dev, ring/ring.h),
  * chosen once from HVD_DEVICE_EMULATE and, in a CUDA build, whether a GPU
  * is visible. The choice is cached: the variable is read once, and a CUDA
  * build without a GPU makes no CUDA call after the first look.
@@ -13,10 +13,10 @@
 #include "ring/ring_internal.h"
 
 static pthread_once_t ring__dev_once = PTHREAD_ONCE_INIT;
-static const ring__dev_t *ring__dev_chosen;
+static const ring_dev_t *ring__dev_chosen;
 
 /* The CUDA table when a GPU is visible, else NULL. */
-static const ring__dev_t *ring__dev_real(void)
+static const ring_dev_t *ring__dev_real(void)
 {
 #if HVD_HAVE_CUDA
     int n = 0;
@@ -68,7 +68,7 @@ static void ring__dev_choose(void)
     }
 }
 
-const ring__dev_t *ring__dev(void)
+const ring_dev_t *ring_dev(void)
 {
     pthread_once(&ring__dev_once, ring__dev_choose);
     return ring__dev_chosen;

@@ -2,9 +2,9 @@
  * runtime: memory, streams and events, copies, IPC, and the kernels of
  * ring/reduce_cuda.cu through their launchers. Compiled in CUDA builds
  * only (Makefile.am); which device a process uses, and whether this table
- * is used at all, is decided elsewhere (ring__dev()).
+ * is used at all, is decided elsewhere (ring_dev()).
  *
- * A ring__stream_t * is a cudaStream_t and a ring__event_t * a
+ * A ring_stream_t * is a cudaStream_t and a ring_event_t * a
  * cudaEvent_t, cast: both are pointers to CUDA's own opaque structs, so a
  * wrapper would only add an allocation. Streams are created non-blocking
  * (no implicit synchronisation with the legacy default stream, which the
@@ -16,8 +16,8 @@
 #include "ring/ring_internal.h"
 #include "ring/dev.h"
 
-_Static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(ring__ipc_handle_t),
-               "ring__ipc_handle_t must hold a cudaIpcMemHandle_t");
+_Static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(ring_ipc_handle_t),
+               "ring_ipc_handle_t must hold a cudaIpcMemHandle_t");
 
 void ring__log_cuda_error(int err, const char *call, const char *file,
                           int line)
@@ -31,12 +31,12 @@ void ring__log_cuda_error(int err, const char *call, const char *file,
     (void)cudaGetLastError();
 }
 
-static cudaStream_t ring__cuda_stream(ring__stream_t *s)
+static cudaStream_t ring__cuda_stream(ring_stream_t *s)
 {
     return (cudaStream_t)(void *)s;
 }
 
-static cudaEvent_t ring__cuda_event(ring__event_t *e)
+static cudaEvent_t ring__cuda_event(ring_event_t *e)
 {
     return (cudaEvent_t)(void *)e;
 }
@@ -115,18 +115,18 @@ out:
 
 /* ---- streams and events ---- */
 
-static int ring__cuda_stream_create(ring__stream_t **s)
+static int ring__cuda_stream_create(ring_stream_t **s)
 {
     int status = RING_OK;
     cudaStream_t cs = NULL;
     *s = NULL;
     RING_CHECK_CUDA(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
-    *s = (ring__stream_t *)(void *)cs;
+    *s = (ring_stream_t *)(void *)cs;
 out:
     return status;
 }
 
-static int ring__cuda_stream_destroy(ring__stream_t *s)
+static int ring__cuda_stream_destroy(ring_stream_t *s)
 {
     int status = RING_OK;
     if (s) RING_CHECK_CUDA(cudaStreamDestroy(ring__cuda_stream(s)));
@@ -134,7 +134,7 @@ out:
     return status;
 }
 
-static int ring__cuda_stream_sync(ring__stream_t *s)
+static int ring__cuda_stream_sync(ring_stream_t *s)
 {
     int status = RING_OK;
     RING_CHECK_CUDA(cudaStreamSynchronize(ring__cuda_stream(s)));
@@ -142,18 +142,18 @@ out:
     return status;
 }
 
-static int ring__cuda_event_create(ring__event_t **e)
+static int ring__cuda_event_create(ring_event_t **e)
 {
     int status = RING_OK;
     cudaEvent_t ce = NULL;
     *e = NULL;
     RING_CHECK_CUDA(cudaEventCreateWithFlags(&ce, cudaEventDisableTiming));
-    *e = (ring__event_t *)(void *)ce;
+    *e = (ring_event_t *)(void *)ce;
 out:
     return status;
 }
 
-static int ring__cuda_event_destroy(ring__event_t *e)
+static int ring__cuda_event_destroy(ring_event_t *e)
 {
     int status = RING_OK;
     if (e) RING_CHECK_CUDA(cudaEventDestroy(ring__cuda_event(e)));
@@ -161,7 +161,7 @@ out:
     return status;
 }
 
-static int ring__cuda_event_record(ring__event_t *e, ring__stream_t *s)
+static int ring__cuda_event_record(ring_event_t *e, ring_stream_t *s)
 {
     int status = RING_OK;
     RING_CHECK_CUDA(cudaEventRecord(ring__cuda_event(e), ring__cuda_stream(s)));
@@ -169,7 +169,7 @@ out:
     return status;
 }
 
-static int ring__cuda_event_sync(ring__event_t *e)
+static int ring__cuda_event_sync(ring_event_t *e)
 {
     int status = RING_OK;
     RING_CHECK_CUDA(cudaEventSynchronize(ring__cuda_event(e)));
@@ -177,7 +177,7 @@ out:
     return status;
 }
 
-static int ring__cuda_event_query(ring__event_t *e, int *done)
+static int ring__cuda_event_query(ring_event_t *e, int *done)
 {
     int status = RING_OK;
     cudaError_t err = cudaEventQuery(ring__cuda_event(e));
@@ -194,7 +194,7 @@ out:
     return status;
 }
 
-static int ring__cuda_stream_wait(ring__stream_t *s, ring__event_t *e)
+static int ring__cuda_stream_wait(ring_stream_t *s, ring_event_t *e)
 {
     int status = RING_OK;
     RING_CHECK_CUDA(
@@ -206,7 +206,7 @@ out:
 /* ---- work queued on a stream ---- */
 
 static int ring__cuda_copy(void *dst, const void *src, size_t nbytes,
-                           ring__stream_t *s)
+                           ring_stream_t *s)
 {
     int status = RING_OK;
     if (nbytes == 0) return RING_OK;
@@ -218,14 +218,14 @@ out:
     return status;
 }
 
-static int ring__cuda_copy_batch(const ring__copy_t *copies, size_t n,
-                                 ring__stream_t *s)
+static int ring__cuda_copy_batch(const ring_copy_t *copies, size_t n,
+                                 ring_stream_t *s)
 {
     if (n == 0) return RING_OK;
     return ring__copy_batch_cuda(copies, n, (void *)ring__cuda_stream(s));
 }
 
-static int ring__cuda_zero(void *dst, size_t nbytes, ring__stream_t *s)
+static int ring__cuda_zero(void *dst, size_t nbytes, ring_stream_t *s)
 {
     int status = RING_OK;
     if (nbytes == 0) return RING_OK;
@@ -236,7 +236,7 @@ out:
 
 static int ring__cuda_reduce(void *dst, const void *a, const void *b,
                              size_t count, ring_dtype_t dtype, ring_op_t op,
-                             int divisor, ring__stream_t *s)
+                             int divisor, ring_stream_t *s)
 {
     return ring__reduce_cuda(dst, a, b, count, dtype, op, divisor,
                              (void *)ring__cuda_stream(s));
@@ -244,14 +244,14 @@ static int ring__cuda_reduce(void *dst, const void *a, const void *b,
 
 static int ring__cuda_reduce_n(void *dst, const void *const *in, int n,
                                size_t count, ring_dtype_t dtype, ring_op_t op,
-                               int divisor, ring__stream_t *s)
+                               int divisor, ring_stream_t *s)
 {
     return ring__reduce_n_cuda(dst, in, n, count, dtype, op, divisor,
                                (void *)ring__cuda_stream(s));
 }
 
 static int ring__cuda_divide(void *buf, size_t count, ring_dtype_t dtype,
-                             int divisor, ring__stream_t *s)
+                             int divisor, ring_stream_t *s)
 {
     return ring__divide_cuda(buf, count, dtype, divisor,
                              (void *)ring__cuda_stream(s));
@@ -259,7 +259,7 @@ static int ring__cuda_divide(void *buf, size_t count, ring_dtype_t dtype,
 
 /* ---- within a node ---- */
 
-static int ring__cuda_ipc_export(void *p, ring__ipc_handle_t *h)
+static int ring__cuda_ipc_export(void *p, ring_ipc_handle_t *h)
 {
     int status = RING_OK;
     cudaIpcMemHandle_t ch;
@@ -270,7 +270,7 @@ out:
     return status;
 }
 
-static int ring__cuda_ipc_open(const ring__ipc_handle_t *h, void **p)
+static int ring__cuda_ipc_open(const ring_ipc_handle_t *h, void **p)
 {
     int status = RING_OK;
     cudaIpcMemHandle_t ch;
@@ -291,7 +291,7 @@ out:
     return status;
 }
 
-const ring__dev_t ring__dev_cuda = {
+const ring_dev_t ring__dev_cuda = {
     .name = "cuda",
     .alloc = ring__cuda_alloc,
     .release = ring__cuda_release,

@@ -57,8 +57,8 @@ typedef struct {
 
 typedef struct emu_op emu_op_t;
 
-struct ring__stream {
-    ring__stream_t *next; /* the live streams */
+struct ring_stream {
+    ring_stream_t *next; /* the live streams */
     uint64_t id;          /* creation index, from 1 */
     pthread_t thread;
     emu_op_t *head, *tail;
@@ -69,7 +69,7 @@ struct ring__stream {
 };
 
 /* Recorded as (stream id, operations queued then); id 0: never. */
-struct ring__event {
+struct ring_event {
     uint64_t stream_id, seq;
 };
 
@@ -78,7 +78,7 @@ static struct {
     pthread_cond_t progress; /* some stream completed an operation */
     emu_region_t **regions;
     size_t nregions, cap;
-    ring__stream_t *streams;
+    ring_stream_t *streams;
     uint64_t nstreams_created;
     ring__emu_mode_t mode;
     unsigned long seed;
@@ -265,11 +265,11 @@ struct emu_op {
     ring_dtype_t dtype;
     ring_op_t op;
     int divisor;
-    const void *in[RING__DEV_MAX_INPUTS];
+    const void *in[RING_DEV_MAX_INPUTS];
     int n;
-    ring__copy_t *copies; /* copy_batch's, copied at enqueue */
+    ring_copy_t *copies; /* copy_batch's, copied at enqueue */
     size_t ncopies;
-    ring__event_t wait; /* stream_wait's event, as recorded then */
+    ring_event_t wait; /* stream_wait's event, as recorded then */
     size_t nuses;
     struct {
         const void *p;
@@ -347,7 +347,7 @@ static uint64_t emu_splitmix(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-static void emu_delay(ring__stream_t *s)
+static void emu_delay(ring_stream_t *s)
 {
     long us = (long)(emu_splitmix(&s->rng) % (EMU_DELAY_MAX_US + 1));
     struct timespec t = {0, us * 1000};
@@ -356,7 +356,7 @@ static void emu_delay(ring__stream_t *s)
 
 static void *emu_worker(void *arg)
 {
-    ring__stream_t *s = arg;
+    ring_stream_t *s = arg;
     pthread_mutex_lock(&emu.lock);
     int delay = emu.mode == RING__EMU_DELAY;
     for (;;) {
@@ -381,7 +381,7 @@ static void *emu_worker(void *arg)
 }
 
 /* Queues op on s; takes op even when it fails. */
-static int emu_enqueue(const char *func, ring__stream_t *s, emu_op_t *op)
+static int emu_enqueue(const char *func, ring_stream_t *s, emu_op_t *op)
 {
     if (!op) return RING_ERR_NOMEM;
     if (!s) {
@@ -401,9 +401,9 @@ static int emu_enqueue(const char *func, ring__stream_t *s, emu_op_t *op)
     return RING_OK;
 }
 
-static int emu_stream_create(ring__stream_t **out)
+static int emu_stream_create(ring_stream_t **out)
 {
-    ring__stream_t *s = calloc(1, sizeof(*s));
+    ring_stream_t *s = calloc(1, sizeof(*s));
     *out = NULL;
     if (!s) {
         ring__log("stream_create: out of memory");
@@ -430,7 +430,7 @@ static int emu_stream_create(ring__stream_t **out)
 }
 
 /* Drains s: CUDA's destroy returns at once, but the work still runs. */
-static int emu_stream_destroy(ring__stream_t *s)
+static int emu_stream_destroy(ring_stream_t *s)
 {
     if (!s) return RING_OK;
     pthread_mutex_lock(&emu.lock);
@@ -439,7 +439,7 @@ static int emu_stream_destroy(ring__stream_t *s)
     pthread_mutex_unlock(&emu.lock);
     pthread_join(s->thread, NULL);
     pthread_mutex_lock(&emu.lock);
-    ring__stream_t **at = &emu.streams;
+    ring_stream_t **at = &emu.streams;
     while (*at != s)
         at = &(*at)->next;
     *at = s->next;
@@ -449,7 +449,7 @@ static int emu_stream_destroy(ring__stream_t *s)
     return RING_OK;
 }
 
-static int emu_stream_sync(ring__stream_t *s)
+static int emu_stream_sync(ring_stream_t *s)
 {
     if (!s) {
         ring__log("stream_sync: no stream");
@@ -465,14 +465,14 @@ static int emu_stream_sync(ring__stream_t *s)
 /* ---- events ---- */
 
 /* Whether e's work is done; a destroyed stream has drained. Under lock. */
-static int emu_event_done(const ring__event_t *e)
+static int emu_event_done(const ring_event_t *e)
 {
-    for (ring__stream_t *s = emu.streams; s; s = s->next)
+    for (ring_stream_t *s = emu.streams; s; s = s->next)
         if (s->id == e->stream_id) return s->completed >= e->seq;
     return 1;
 }
 
-static int emu_event_create(ring__event_t **e)
+static int emu_event_create(ring_event_t **e)
 {
     *e = calloc(1, sizeof(**e));
     if (*e) return RING_OK;
@@ -480,13 +480,13 @@ static int emu_event_create(ring__event_t **e)
     return RING_ERR_NOMEM;
 }
 
-static int emu_event_destroy(ring__event_t *e)
+static int emu_event_destroy(ring_event_t *e)
 {
     free(e);
     return RING_OK;
 }
 
-static int emu_event_record(ring__event_t *e, ring__stream_t *s)
+static int emu_event_record(ring_event_t *e, ring_stream_t *s)
 {
     if (!e || !s) {
         ring__log("event_record: no %s", e ? "stream" : "event");
@@ -499,13 +499,13 @@ static int emu_event_record(ring__event_t *e, ring__stream_t *s)
     return RING_OK;
 }
 
-static void emu_wait_locked(const ring__event_t *e)
+static void emu_wait_locked(const ring_event_t *e)
 {
     while (!emu_event_done(e))
         pthread_cond_wait(&emu.progress, &emu.lock);
 }
 
-static int emu_event_sync(ring__event_t *e)
+static int emu_event_sync(ring_event_t *e)
 {
     if (!e) {
         ring__log("event_sync: no event");
@@ -517,7 +517,7 @@ static int emu_event_sync(ring__event_t *e)
     return RING_OK;
 }
 
-static int emu_event_query(ring__event_t *e, int *done)
+static int emu_event_query(ring_event_t *e, int *done)
 {
     if (!e) {
         ring__log("event_query: no event");
@@ -536,7 +536,7 @@ static void emu_run_wait(emu_op_t *op)
     pthread_mutex_unlock(&emu.lock);
 }
 
-static int emu_stream_wait(ring__stream_t *s, ring__event_t *e)
+static int emu_stream_wait(ring_stream_t *s, ring_event_t *e)
 {
     if (!e) {
         ring__log("stream_wait: no event");
@@ -560,7 +560,7 @@ static void emu_run_copy(emu_op_t *op)
 }
 
 static int emu_copy(void *dst, const void *src, size_t nbytes,
-                    ring__stream_t *s)
+                    ring_stream_t *s)
 {
     if (nbytes && (!dst || !src)) {
         ring__log("copy: %zu bytes to %p from %p", nbytes, dst, src);
@@ -587,7 +587,7 @@ static void emu_run_zero(emu_op_t *op)
     memset(op->dst, 0, op->nbytes);
 }
 
-static int emu_zero(void *dst, size_t nbytes, ring__stream_t *s)
+static int emu_zero(void *dst, size_t nbytes, ring_stream_t *s)
 {
     if (nbytes && !dst) {
         ring__log("zero: %zu bytes at NULL", nbytes);
@@ -613,11 +613,11 @@ static void emu_run_batch(emu_op_t *op)
                                     EMU_BATCH_THREADS);
 }
 
-static int emu_copy_batch(const ring__copy_t *copies, size_t n,
-                          ring__stream_t *s)
+static int emu_copy_batch(const ring_copy_t *copies, size_t n,
+                          ring_stream_t *s)
 {
     for (size_t i = 0; i < n; i++) {
-        const ring__copy_t *c = &copies[i];
+        const ring_copy_t *c = &copies[i];
         if (c->nbytes && (!c->dst || !c->src)) {
             ring__log("copy_batch: copy %zu: %zu bytes to %p from %p", i,
                       c->nbytes, c->dst, c->src);
@@ -667,7 +667,7 @@ static void emu_run_reduce(emu_op_t *op)
 
 static int emu_reduce(void *dst, const void *a, const void *b, size_t count,
                       ring_dtype_t dtype, ring_op_t rop, int divisor,
-                      ring__stream_t *s)
+                      ring_stream_t *s)
 {
     if (emu_check_kind("reduce", dtype, rop)) return RING_ERR_ARG;
     size_t nbytes = count * ring_dtype_size(dtype);
@@ -706,11 +706,11 @@ static void emu_run_reduce_n(emu_op_t *op)
 
 static int emu_reduce_n(void *dst, const void *const *in, int n, size_t count,
                         ring_dtype_t dtype, ring_op_t rop, int divisor,
-                        ring__stream_t *s)
+                        ring_stream_t *s)
 {
     if (emu_check_kind("reduce_n", dtype, rop)) return RING_ERR_ARG;
-    if (n < 1 || n > RING__DEV_MAX_INPUTS) {
-        ring__log("reduce_n: %d inputs: from 1 to %d", n, RING__DEV_MAX_INPUTS);
+    if (n < 1 || n > RING_DEV_MAX_INPUTS) {
+        ring__log("reduce_n: %d inputs: from 1 to %d", n, RING_DEV_MAX_INPUTS);
         return RING_ERR_ARG;
     }
     size_t nbytes = count * ring_dtype_size(dtype);
@@ -752,7 +752,7 @@ static void emu_run_divide(emu_op_t *op)
 }
 
 static int emu_divide(void *buf, size_t count, ring_dtype_t dtype, int divisor,
-                      ring__stream_t *s)
+                      ring_stream_t *s)
 {
     if (emu_check_kind("divide", dtype, RING_AVERAGE)) return RING_ERR_ARG;
     size_t nbytes = count * ring_dtype_size(dtype);
@@ -783,7 +783,7 @@ typedef struct {
 
 enum { EMU_IPC_MAGIC = 0x68766465 }; /* "hvde" */
 
-static int emu_ipc_export(void *p, ring__ipc_handle_t *h)
+static int emu_ipc_export(void *p, ring_ipc_handle_t *h)
 {
     emu_ipc_t ipc = {.magic = EMU_IPC_MAGIC, .pid = (int32_t)getpid()};
     pthread_mutex_lock(&emu.lock);
@@ -805,7 +805,7 @@ static int emu_ipc_export(void *p, ring__ipc_handle_t *h)
     return RING_OK;
 }
 
-static int emu_ipc_open(const ring__ipc_handle_t *h, void **p)
+static int emu_ipc_open(const ring_ipc_handle_t *h, void **p)
 {
     emu_ipc_t ipc;
     char path[64];
@@ -835,7 +835,7 @@ static int emu_ipc_close(void *p)
     return emu_unmap("ipc_close", p, 1);
 }
 
-const ring__dev_t ring__dev_emulated = {
+const ring_dev_t ring__dev_emulated = {
     .name = "emulated",
     .alloc = emu_alloc,
     .release = emu_release,

@@ -200,7 +200,7 @@ cudaError_t ring_reduce_launch(void *dst, const void *a, const void *b,
 
 /* The inputs by value, as a kernel parameter (128 bytes). */
 struct ring_inputs {
-    const void *p[RING__DEV_MAX_INPUTS];
+    const void *p[RING_DEV_MAX_INPUTS];
 };
 
 /* ring__reduce_host_n's order: the partial result starts as in[0], each
@@ -267,7 +267,7 @@ cudaError_t ring_reduce_n_launch(void *dst, const ring_inputs &in, int n,
 
 /* The copies travel as a kernel parameter, by value: nothing to allocate,
  * stage or free per call, and the caller's array may be on its stack
- * (ring__dev_t's contract) since the launch has copied it by the time it
+ * (ring_dev_t's contract) since the launch has copied it by the time it
  * returns. Kernel parameters are limited to 4 KB (more only from CUDA
  * 12.1 on Volta and later), so a batch goes in launches of up to 160
  * copies (160 x 24 bytes + the count = 3848 bytes), queued in order on
@@ -276,7 +276,7 @@ cudaError_t ring_reduce_n_launch(void *dst, const ring_inputs &in, int n,
 enum { RING_COPY_BATCH_LAUNCH = 160 };
 
 struct ring_copy_batch_args {
-    ring__copy_t copies[RING_COPY_BATCH_LAUNCH];
+    ring_copy_t copies[RING_COPY_BATCH_LAUNCH];
 };
 
 static_assert(sizeof(ring_copy_batch_args) + sizeof(size_t) <= 4096,
@@ -344,9 +344,9 @@ extern "C" int ring__reduce_n_cuda(void *dst, const void *const *in, int n,
     int status = RING_OK;
     cudaError_t err = cudaSuccess;
     ring_inputs inputs = {};
-    if (n < 1 || n > RING__DEV_MAX_INPUTS) {
+    if (n < 1 || n > RING_DEV_MAX_INPUTS) {
         ring__log("ring__reduce_n_cuda: %d inputs (1 to %d)", n,
-                  (int)RING__DEV_MAX_INPUTS);
+                  (int)RING_DEV_MAX_INPUTS);
         return RING_ERR_ARG;
     }
     if (count == 0) return RING_OK;
@@ -369,7 +369,7 @@ extern "C" int ring__divide_cuda(void *buf, size_t count, ring_dtype_t dtype,
                                divisor, stream);
 }
 
-extern "C" int ring__copy_batch_cuda(const ring__copy_t *copies, size_t n,
+extern "C" int ring__copy_batch_cuda(const ring_copy_t *copies, size_t n,
                                      void *stream)
 {
     int status = RING_OK;
@@ -377,7 +377,7 @@ extern "C" int ring__copy_batch_cuda(const ring__copy_t *copies, size_t n,
     for (size_t at = 0; at < n; at += RING_COPY_BATCH_LAUNCH) {
         size_t len = n - at;
         if (len > RING_COPY_BATCH_LAUNCH) len = RING_COPY_BATCH_LAUNCH;
-        memcpy(args.copies, copies + at, len * sizeof(ring__copy_t));
+        memcpy(args.copies, copies + at, len * sizeof(ring_copy_t));
         ring_copy_batch_kernel<<<(unsigned)len, RING_COPY_THREADS, 0,
                                  (cudaStream_t)stream>>>(args, len);
         RING_CHECK_LAUNCH(cudaGetLastError(), "ring_copy_batch_kernel<<<>>>");

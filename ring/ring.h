@@ -83,10 +83,108 @@ size_t ring_dtype_size(ring_dtype_t dtype);
 const char *ring_dtype_name(ring_dtype_t dtype);
 const char *ring_op_name(ring_op_t op);
 
-/* 1 when p is CUDA device memory (a CUDA build with a GPU visible), else
- * 0. The collectives take host memory for now and refuse device buffers
- * (RING_ERR_ARG, with a message): the device path is the next step. */
+/* 1 when p is device memory of ring_dev() (CUDA with a GPU visible, or
+ * the emulated device), else 0. ring_ctx_allreduce, broadcast, allgather
+ * and reduce_scatter (and their MPI_Comm twins) take device buffers; the
+ * other calls refuse them (RING_ERR_ARG, with a message). */
 int ring_is_device_memory(const void *p);
+
+/* ---- the device: one table for CUDA and its emulation (ring/dev.c) ---- */
+/* What ring/ (and hvd's device fusion buffer and streams) asks of a GPU.
+ * Semantics are CUDA's, so that what passes on the emulated device holds
+ * on a GPU: work queued on one stream runs in order, streams run
+ * concurrently, and nothing queued is done until an event or a stream
+ * sync says so. Every function returns a status (RING_OK; RING_ERR_CUDA
+ * after logging what failed, RING_ERR_NOMEM, RING_ERR_ARG); the queueing
+ * functions do not wait for the work. Arrays passed to a queueing
+ * function (copies, reduce_n's inputs) are read before it returns. */
+typedef struct ring_stream ring_stream_t;
+typedef struct ring_event ring_event_t;
+
+/* A device allocation as another process of the node opens it:
+ * cudaIpcMemHandle_t is 64 bytes; the emulation's fits as well. */
+typedef struct {
+    unsigned char bytes[64];
+} ring_ipc_handle_t;
+
+/* One copy of a batch (copy_batch): nbytes from src to dst. */
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t nbytes;
+} ring_copy_t;
+
+typedef struct {
+    const char *name; /* "cuda" or "emulated" */
+
+    /* ---- memory ---- */
+    /* Device memory of this process's device; release(NULL) is a no-op. */
+    int (*alloc)(void **p, size_t nbytes);
+    int (*release)(void *p);
+    /* Page-locked host memory, for staging: host code reads and writes
+     * it, and copies to and from the device run at full speed. */
+    int (*alloc_pinned)(void **p, size_t nbytes);
+    int (*release_pinned)(void *p);
+    /* 1 when p points into device memory this implementation knows
+     * (allocated here, or opened from another process), with *device its
+     * ordinal; else 0 (host, pinned or managed memory). */
+    int (*owns)(const void *p, int *device);
+    /* The device this thread uses, and selecting it (cudaSetDevice). */
+    int (*device)(int *device);
+    int (*set_device)(int device);
+
+    /* ---- streams and events ---- */
+    int (*stream_create)(ring_stream_t **s);
+    int (*stream_destroy)(ring_stream_t *s); /* NULL: no-op */
+    int (*stream_sync)(ring_stream_t *s);
+    int (*event_create)(ring_event_t **e);
+    int (*event_destroy)(ring_event_t *e); /* NULL: no-op */
+    /* e marks the work queued on s so far. */
+    int (*event_record)(ring_event_t *e, ring_stream_t *s);
+    /* Blocks the calling thread until that work is done (at once for an
+     * event never recorded). */
+    int (*event_sync)(ring_event_t *e);
+    /* *done = 1 when it is done, without blocking. */
+    int (*event_query)(ring_event_t *e, int *done);
+    /* Work queued on s after this call waits for e's work first. */
+    int (*stream_wait)(ring_stream_t *s, ring_event_t *e);
+
+    /* ---- work queued on a stream ---- */
+    /* Any direction: device or pinned or plain host memory either side. */
+    int (*copy)(void *dst, const void *src, size_t nbytes, ring_stream_t *s);
+    /* n copies as one kernel launch (Horovod's batched D2D memcpy): packs
+     * and unpacks a fusion buffer. Device memory on both sides. */
+    int (*copy_batch)(const ring_copy_t *copies, size_t n,
+                      ring_stream_t *s);
+    int (*zero)(void *dst, size_t nbytes, ring_stream_t *s);
+    /* ring__mem_ops_t's reduce, reduce_n and divide on device memory, with
+     * the same arithmetic bit for bit (ring/reduce_op.h). in[] holds n
+     * device pointers (n <= RING_DEV_MAX_INPUTS). */
+    int (*reduce)(void *dst, const void *a, const void *b, size_t count,
+                  ring_dtype_t dtype, ring_op_t op, int divisor,
+                  ring_stream_t *s);
+    int (*reduce_n)(void *dst, const void *const *in, int n, size_t count,
+                    ring_dtype_t dtype, ring_op_t op, int divisor,
+                    ring_stream_t *s);
+    int (*divide)(void *buf, size_t count, ring_dtype_t dtype, int divisor,
+                  ring_stream_t *s);
+
+    /* ---- within a node: one process's allocation opened by another ---- */
+    /* p must be the start of an allocation. */
+    int (*ipc_export)(void *p, ring_ipc_handle_t *h);
+    int (*ipc_open)(const ring_ipc_handle_t *h, void **p);
+    int (*ipc_close)(void *p);
+} ring_dev_t;
+
+enum { RING_DEV_MAX_INPUTS = 16 };
+
+/* This process's device, chosen once: the emulated device when the
+ * test-only variable HVD_DEVICE_EMULATE is set (ring/README.md), else
+ * CUDA in a CUDA build with a GPU visible, else NULL (nothing is device
+ * memory). A bad HVD_DEVICE_EMULATE is logged once, and no device is
+ * used. */
+const ring_dev_t *ring_dev(void);
+
 
 /* Conversions between float and the 16-bit types, as the reductions do
  * them: round to nearest even, subnormals kept, NaN stays NaN, beyond

@@ -10,7 +10,6 @@
 #include <stdint.h>
 #include "ring/dev.h"
 #include "ring/ring.h"
-#include "ring/dev.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -199,7 +198,7 @@ typedef struct {
     const ring__tuning_t *tuning;
     /* A buffer is device memory: the call runs staged (ring/staged.c), on
      * host memory, with mem the host's. NULL for host calls. */
-    const ring__dev_t *dev;
+    const ring_dev_t *dev;
     const ring__hooks_t *hooks; /* staged: see ring__hooks_t */
 } ring__coll_t;
 
@@ -347,7 +346,7 @@ void ring__divide_host(void *buf, size_t count, ring_dtype_t dtype,
  * RING_OK, RING_ERR_ARG (bad dtype, n out of range), or RING_ERR_CUDA
  * after logging a failed launch. The arithmetic is the host's, bit for
  * bit apart from NaN payloads: ring__reduce_host, ring__reduce_host_n
- * (n from 1 to RING__DEV_MAX_INPUTS) and ring__divide_host. */
+ * (n from 1 to RING_DEV_MAX_INPUTS) and ring__divide_host. */
 int ring__reduce_cuda(void *dst, const void *a, const void *b, size_t count,
                       ring_dtype_t dtype, ring_op_t op, int divisor,
                       void *stream);
@@ -358,7 +357,7 @@ int ring__divide_cuda(void *buf, size_t count, ring_dtype_t dtype,
                       int divisor, void *stream);
 /* copies[0..n) as ring/copy_batch.h's kernel; the array is read before
  * the call returns. */
-int ring__copy_batch_cuda(const ring__copy_t *copies, size_t n,
+int ring__copy_batch_cuda(const ring_copy_t *copies, size_t n,
                           void *stream);
 #endif
 

@@ -28,21 +28,21 @@
 #include "ring/ring_internal.h"
 
 struct ring__stage {
-    const ring__dev_t *dev;
-    ring__stream_t *up, *down;
+    const ring_dev_t *dev;
+    ring_stream_t *up, *down;
     char *pinned;             /* two halves of half_bytes */
     size_t half_bytes;
     int nblocks;
-    ring__event_t **in_ev;    /* [2][nblocks]: block b of half h is in */
+    ring_event_t **in_ev;    /* [2][nblocks]: block b of half h is in */
     char *pending;            /* [2][nblocks]: in_ev recorded, not waited */
-    ring__event_t *out_ev[2]; /* half h's copies back are done */
+    ring_event_t *out_ev[2]; /* half h's copies back are done */
 };
 
 void ring__stage_free(ring__stage_t **stagep)
 {
     ring__stage_t *st = stagep ? *stagep : NULL;
     if (!st) return;
-    const ring__dev_t *dev = st->dev;
+    const ring_dev_t *dev = st->dev;
     for (int i = 0; st->in_ev && i < 2 * st->nblocks; i++)
         dev->event_destroy(st->in_ev[i]);
     for (int h = 0; h < 2; h++) dev->event_destroy(st->out_ev[h]);
@@ -55,7 +55,7 @@ void ring__stage_free(ring__stage_t **stagep)
     *stagep = NULL;
 }
 
-static int ring__stage_new(const ring__dev_t *dev, int nblocks,
+static int ring__stage_new(const ring_dev_t *dev, int nblocks,
                            size_t half_bytes, ring__stage_t **out)
 {
     int status = RING_OK;
@@ -85,7 +85,7 @@ out:
 
 /* ctx's staging, made or remade to hold half_bytes per half and events
  * for nblocks blocks. */
-static int ring__stage_get(ring_ctx_t *ctx, const ring__dev_t *dev,
+static int ring__stage_get(ring_ctx_t *ctx, const ring_dev_t *dev,
                            int nblocks, size_t half_bytes,
                            ring__stage_t **out)
 {

@@ -1,5 +1,5 @@
 /* test/test_dev.c: the emulated device (ring/dev_emu.c) in one process,
- * through ring__dev() as the library reaches it.
+ * through ring_dev() as the library reaches it.
  *
  *   test_dev plain|delay|guard   HVD_DEVICE_EMULATE=1, delay:7 or guard,
  *                                then every check below
@@ -25,7 +25,7 @@
 #include "test/capture.h"
 #include "test/test.h"
 
-static const ring__dev_t *dev;
+static const ring_dev_t *dev;
 static const char *mode;
 
 #define DEV_OK(call) TEST_EQ((call), RING_OK)
@@ -51,7 +51,7 @@ static void *dev_alloc(size_t nbytes)
 /* Device memory to host, synchronously, on a stream of its own. */
 static void to_host(void *dst, const void *src, size_t nbytes)
 {
-    ring__stream_t *s;
+    ring_stream_t *s;
     DEV_OK(dev->stream_create(&s));
     DEV_OK(dev->copy(dst, src, nbytes, s));
     DEV_OK(dev->stream_sync(s));
@@ -96,7 +96,7 @@ static void test_round_trip(void)
     enum { N = 100003 };
     unsigned char *in = malloc(N), *out = malloc(N);
     unsigned char *d1 = dev_alloc(N), *d2 = dev_alloc(N);
-    ring__stream_t *s;
+    ring_stream_t *s;
     for (size_t i = 0; i < N; i++)
         in[i] = (unsigned char)rnd();
     DEV_OK(dev->stream_create(&s));
@@ -126,7 +126,7 @@ static void test_order(void)
     int32_t one = 1, sum = -1, *acc = dev_alloc(sizeof(int32_t));
     int32_t *ones = dev_alloc(sizeof(int32_t));
     int32_t *chain[CHAIN], value = 4242, got = 0;
-    ring__stream_t *s;
+    ring_stream_t *s;
     DEV_OK(dev->stream_create(&s));
     DEV_OK(dev->zero(acc, sizeof(int32_t), s));
     DEV_OK(dev->copy(ones, &one, sizeof(one), s));
@@ -156,8 +156,8 @@ static int hand_over(int wait)
     enum { N = 4096, STEPS = 20 };
     static int32_t steps[STEPS][N], out[N];
     int32_t *d = dev_alloc(N * sizeof(int32_t));
-    ring__stream_t *a, *b;
-    ring__event_t *e;
+    ring_stream_t *a, *b;
+    ring_event_t *e;
     DEV_OK(dev->stream_create(&a));
     DEV_OK(dev->stream_create(&b));
     DEV_OK(dev->event_create(&e));
@@ -193,7 +193,7 @@ static void test_delay_sleeps(void)
 {
     enum { OPS = 100 };
     char byte;
-    ring__stream_t *s;
+    ring_stream_t *s;
     DEV_OK(dev->stream_create(&s));
     double start = now_s();
     for (int i = 0; i < OPS; i++)
@@ -231,11 +231,11 @@ static void test_two_streams(void)
 static void test_copy_batch(void)
 {
     enum { NCOPIES = 301, SLAB = 1 << 20 };
-    static ring__copy_t copies[NCOPIES];
+    static ring_copy_t copies[NCOPIES];
     unsigned char *src_h = malloc(SLAB), *want = calloc(1, SLAB);
     unsigned char *got = malloc(SLAB);
     unsigned char *src = dev_alloc(SLAB), *dst = dev_alloc(SLAB);
-    ring__stream_t *s;
+    ring_stream_t *s;
     size_t at = 0;
     for (size_t i = 0; i < SLAB; i++)
         src_h[i] = (unsigned char)rnd();
@@ -244,7 +244,7 @@ static void test_copy_batch(void)
         size_t from = rnd() % (SLAB - nbytes);
         if (c % 3 == 0) from &= ~(size_t)15; /* some 16-byte aligned pairs */
         if (c % 3 == 0) at = (at + 15) & ~(size_t)15;
-        copies[c] = (ring__copy_t){dst + at, src + from, nbytes};
+        copies[c] = (ring_copy_t){dst + at, src + from, nbytes};
         memcpy(want + at, src_h + from, nbytes);
         at += nbytes + rnd() % 3;
     }
@@ -306,7 +306,7 @@ static void check_reductions(ring_dtype_t dtype, ring_op_t op)
     int floating = dtype <= RING_BFLOAT16;
     unsigned char *h[NIN], *d[NIN], *want = malloc(nbytes);
     unsigned char *got = malloc(nbytes), *dout = dev_alloc(nbytes);
-    ring__stream_t *s;
+    ring_stream_t *s;
     DEV_OK(dev->stream_create(&s));
     for (int k = 0; k < NIN; k++) {
         h[k] = malloc(nbytes);
@@ -351,12 +351,12 @@ static void check_reductions(ring_dtype_t dtype, ring_op_t op)
 
 static void test_reductions(void)
 {
-    const void *too_many[RING__DEV_MAX_INPUTS + 1] = {0};
+    const void *too_many[RING_DEV_MAX_INPUTS + 1] = {0};
     for (int dt = 0; dt < RING_DTYPE_COUNT; dt++)
         for (int op = 0; op < RING_OP_COUNT; op++)
             if (op != RING_AVERAGE || dt <= RING_BFLOAT16)
                 check_reductions((ring_dtype_t)dt, (ring_op_t)op);
-    TEST_EQ(dev->reduce_n(NULL, too_many, RING__DEV_MAX_INPUTS + 1, 0,
+    TEST_EQ(dev->reduce_n(NULL, too_many, RING_DEV_MAX_INPUTS + 1, 0,
                           RING_FLOAT32, RING_SUM, 1, NULL),
             RING_ERR_ARG);
 }
@@ -367,8 +367,8 @@ static void test_event_query(void)
 {
     enum { NBYTES = 16 << 20, COPIES = 20 };
     char *a = dev_alloc(NBYTES), *b = dev_alloc(NBYTES);
-    ring__stream_t *s;
-    ring__event_t *e, *never;
+    ring_stream_t *s;
+    ring_event_t *e, *never;
     int done = -1;
     DEV_OK(dev->stream_create(&s));
     DEV_OK(dev->event_create(&e));
@@ -435,11 +435,11 @@ int main(int argc, char **argv)
     }
     setenv("HVD_DEVICE_EMULATE", value, 1);
     if (strcmp(mode, "bad") == 0) {
-        TEST_SAYS(ring__dev() == NULL, 1, "HVD_DEVICE_EMULATE=\"delay:7x\"");
-        TEST_SAYS(ring__dev() == NULL, 1, NULL); /* said once */
+        TEST_SAYS(ring_dev() == NULL, 1, "HVD_DEVICE_EMULATE=\"delay:7x\"");
+        TEST_SAYS(ring_dev() == NULL, 1, NULL); /* said once */
         return test_exit_code();
     }
-    dev = ring__dev();
+    dev = ring_dev();
     TEST_TRUE(dev == &ring__dev_emulated);
     if (!dev) return test_exit_code();
     test_memory();

@@ -64,7 +64,7 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
     test_rank = rank;
-    const ring__dev_t *dev = ring__dev();
+    const ring_dev_t *dev = ring_dev();
     TEST_TRUE(dev == &ring__dev_emulated);
     if (!dev) MPI_Abort(MPI_COMM_WORLD, 1);
 
@@ -72,10 +72,10 @@ int main(int argc, char **argv)
     size_t nbytes = (size_t)(1 + size) * COUNT * sizeof(int32_t);
     size_t slot_bytes = COUNT * sizeof(int32_t);
     int32_t *host = malloc(slot_bytes), *back = malloc(nbytes);
-    ring__ipc_handle_t own, *all = malloc((size_t)size * sizeof(*all));
+    ring_ipc_handle_t own, *all = malloc((size_t)size * sizeof(*all));
     void **peer = calloc((size_t)size, sizeof(*peer));
     char *mem = NULL;
-    ring__stream_t *s;
+    ring_stream_t *s;
     DEV_OK(dev->stream_create(&s));
     DEV_OK(dev->alloc((void **)&mem, nbytes));
     pattern(host, rank);

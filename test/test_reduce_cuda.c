@@ -29,14 +29,14 @@
 #include "ring/ring_internal.h"
 #include "test/test.h"
 
-enum { MAX_N = RING__DEV_MAX_INPUTS, PAD = 64 };
+enum { MAX_N = RING_DEV_MAX_INPUTS, PAD = 64 };
 
 /* Elements of the long cases: 100003 (no multiple of a block or vector);
  * --quick, for the slow sanitizers of scripts/gpu-check: 4099. */
 static size_t COUNT = 100003;
 
-static const ring__dev_t *dev = &ring__dev_cuda;
-static ring__stream_t *stream;
+static const ring_dev_t *dev = &ring__dev_cuda;
+static ring_stream_t *stream;
 
 /* A failure the rest cannot go on from: the harness's error. */
 #define MUST(call)                                                             \
@@ -154,8 +154,8 @@ static void test_basics(void)
     void *d = NULL, *pinned = NULL;
     unsigned char *host = malloc(N);
     int device = -1, current = -2;
-    ring__stream_t *other = NULL;
-    ring__event_t *ev = NULL;
+    ring_stream_t *other = NULL;
+    ring_event_t *ev = NULL;
     int done = 0;
 
     MUST(dev->alloc(&d, N));
@@ -370,7 +370,7 @@ static size_t test_copy_batch_once(size_t n, size_t max_size, unsigned seed,
                                  unsigned char *want, unsigned char *got,
                                  size_t nbytes)
 {
-    ring__copy_t *copies = calloc(n ? n : 1, sizeof *copies);
+    ring_copy_t *copies = calloc(n ? n : 1, sizeof *copies);
     size_t at = 0, made = 0;
     char what[96];
     fill(src, nbytes, seed);

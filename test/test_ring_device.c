@@ -25,8 +25,8 @@
 #include "test/values.h"
 
 static int rank, size;
-static const ring__dev_t *dev;
-static ring__stream_t *stream;
+static const ring_dev_t *dev;
+static ring_stream_t *stream;
 static ring_ctx_t *ctx;
 static char case_name[200];
 
@@ -312,7 +312,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     test_rank = rank;
-    dev = ring__dev();
+    dev = ring_dev();
     if (!dev) {
         MPI_Finalize();
         TEST_SKIP("no device: neither a GPU nor HVD_DEVICE_EMULATE");
