@@ -200,16 +200,28 @@ static int ring__allreduce_chunk(const ring__coll_t *c, char *stage,
     return ring__allreduce_algos[*(ring__ar_t *)arg].fn(&chunk, stage, stage);
 }
 
-static int ring__allreduce_staged(const ring__coll_t *c, const void *sendbuf,
+/* Device buffers: where the host path would take the shared window, the
+ * node's device slabs (ring/ipc.c), with the same result; else the host
+ * algorithm over staging. */
+static int ring__allreduce_device(const ring__coll_t *c, const void *sendbuf,
                                   void *recvbuf)
 {
+    int status = RING_OK;
     ring__ar_t algo = c->size > 1 ? ring__allreduce_decide(c) : RING__AR_RING;
+    if (algo == RING__AR_SHM && c->tuning->ipc &&
+        c->size <= RING_DEV_MAX_INPUTS) {
+        ring__ipc_t *ipc;
+        RING_CHECK(ring__ipc_of(c, &ipc));
+        if (ipc) return ring__ipc_allreduce(ipc, c, sendbuf, recvbuf);
+    }
     ring__staged_t s = {.nblocks = c->size, .whole = c->count,
                         .in = sendbuf, .in_block = -1,
                         .out = recvbuf, .out_block = -1,
                         .run = ring__allreduce_chunk, .arg = &algo,
                         .hooked = algo == RING__AR_RING};
-    return ring__staged(c, &s);
+    status = ring__staged(c, &s);
+out:
+    return status;
 }
 
 /* ---- entry points ---- */
@@ -226,7 +238,7 @@ static int ring__allreduce(ring_ctx_t *ctx, const char *func,
     RING_CHECK(ring__begin(&c, sendbuf, recvbuf, RING_OK));
     if (count == 0) goto out;
     if (c.dev) {
-        status = ring__allreduce_staged(&c, sendbuf, recvbuf);
+        status = ring__allreduce_device(&c, sendbuf, recvbuf);
         goto out;
     }
     if (c.size == 1) {

@@ -37,6 +37,13 @@ static int ring__parse_stream(const char *text, void *field)
     return RING_ERR_ARG;
 }
 
+static int ring__parse_ipc(const char *text, void *field)
+{
+    if (strcmp(text, "auto") && strcmp(text, "off")) return RING_ERR_ARG;
+    *(int *)field = text[0] == 'a';
+    return RING_OK;
+}
+
 /* Sizes: ring_parse_bytes' grammar, at most 1 GiB, at least the row's
  * minimum (a segment of fewer bytes than an element cannot be cut). */
 static int ring__parse_size(const char *text, void *field, size_t min)
@@ -98,6 +105,10 @@ static const ring__setting_t ring__settings[] = {
      * keeps a gradient list of a few MiB in one chunk. */
     {"HVD_RING_STAGING_BYTES", "16M", RING__SIZE_EXPECTS(64),
      offsetof(ring__tuning_t, staging_bytes), ring__parse_size_64, 1},
+    /* Within a node, device allreduces read each other's memory (ipc.c)
+     * or stage; the two send different messages. */
+    {"HVD_RING_IPC", "auto", "auto or off", offsetof(ring__tuning_t, ipc),
+     ring__parse_ipc, 1},
     /* How a rank writes, not what: ranks may differ. */
     {"HVD_SHM_STREAM", "auto", "auto, on or off",
      offsetof(ring__tuning_t, shm_stream), ring__parse_stream, 0},

@@ -138,6 +138,7 @@ int ring_ctx_free(ring_ctx_t **ctxp)
     ring_ctx_t *ctx = ctxp ? *ctxp : NULL;
     if (!ctx) return RING_OK;
     RING_CHECK(ring__check_mpi_up("ring_ctx_free"));
+    ring__ipc_free(&ctx->ipc);
     RING_CHECK(ring_shm_free(&ctx->shm));
     MPI_Comm *comms[] = {&ctx->cross, &ctx->node, &ctx->comm};
     for (int i = 0; i < 3; i++)

@@ -71,7 +71,10 @@ int ring__check_mpi_up(const char *func);
  *   HVD_SHM_STREAM           auto | on | off: how the window's writers
  *                            write what other ranks read (shm.c)
  *   HVD_RING_STAGING_BYTES   pinned host memory a context stages device
- *                            buffers through (staged.c)
+ *                            buffers through (staged.c), and the device
+ *                            slab of the IPC path (ipc.c)
+ *   HVD_RING_IPC             auto | off: device allreduces within a node
+ *                            through CUDA IPC where it works (ipc.c)
  * A bad value fails every collective with RING_ERR_ARG and a message that
  * names the variable, rather than silently running something else. */
 typedef struct {
@@ -82,6 +85,7 @@ typedef struct {
     size_t shm_segment_bytes;
     int shm_stream; /* RING__STREAM_* */
     size_t staging_bytes;
+    int ipc; /* 0: off, 1: auto */
 } ring__tuning_t;
 
 enum { RING__STREAM_AUTO = -1, RING__STREAM_OFF = 0, RING__STREAM_ON = 1 };
@@ -127,6 +131,7 @@ const ring__mem_ops_t *ring__mem_of(const void *p, const char **why);
 
 /* ---- contexts (ring/ctx.c) ---- */
 typedef struct ring__stage ring__stage_t;
+typedef struct ring__ipc ring__ipc_t;
 
 struct ring_ctx {
     MPI_Comm comm;        /* ours (a duplicate); a wrapper's: the caller's */
@@ -137,6 +142,9 @@ struct ring_ctx {
     char *scratch;        /* grown on demand: fused pieces, apply's copy */
     size_t scratch_bytes;
     ring__stage_t *stage; /* device calls' staging, made by the first */
+    ring__ipc_t *ipc;     /* device slabs opened across the node, made by
+                             the first device allreduce through shm */
+    int ipc_tried;        /* that allreduce came: NULL ipc means none */
     int wrapped;          /* ring__ctx_wrap's: holds nothing past a call */
 };
 
@@ -326,6 +334,24 @@ typedef struct {
 int ring__staged(const ring__coll_t *c, const ring__staged_t *s);
 /* Frees a context's staging (NULL: no-op). */
 void ring__stage_free(ring__stage_t **stage);
+
+/* ---- device buffers within a node through CUDA IPC (ring/ipc.c) ---- */
+/* Collective over node: every rank's device slab of two halves of
+ * half_bytes, opened by every other. *ipc is NULL on every rank when any
+ * rank could not export or open (the caller then stages). RING_ERR_MPI
+ * when the exchange itself fails. */
+int ring__ipc_create(MPI_Comm node, const ring_dev_t *dev, size_t half_bytes,
+                     ring__ipc_t **ipc);
+/* c's context's window, made by its first device allreduce (collective
+ * then); *ipc NULL when it could not be made (logged once). */
+int ring__ipc_of(const ring__coll_t *c, ring__ipc_t **ipc);
+/* Collective: frees ipc (NULL: no-op). */
+void ring__ipc_free(ring__ipc_t **ipc);
+/* The allreduce of the opened call c (device buffers, every rank of ipc's
+ * node, at most RING_DEV_MAX_INPUTS of them): bitwise the shared window's
+ * result. */
+int ring__ipc_allreduce(ring__ipc_t *ipc, const ring__coll_t *c,
+                        const void *sendbuf, void *recvbuf);
 
 /* ---- host reduction (reduce_host.c): ring__mem_host's arithmetic ---- */
 /* Whether the CPU has AVX and F16C, asked once (x86 only: callers test

@@ -15,7 +15,10 @@
  * Options: --emulate MODE sets HVD_DEVICE_EMULATE (1, delay:SEED, guard;
  * without it a GPU is needed, else the test skips); --staging-bytes N sets
  * HVD_RING_STAGING_BYTES, so that small areas force many chunks;
- * --intranode auto|shm|ring picks the context's path within the node.
+ * --intranode auto|shm|ring picks the context's path within the node;
+ * --ipc auto|off sets HVD_RING_IPC: within a node, large allreduces read
+ * each other's device memory (ring/ipc.c) or stage through the shared
+ * window. The test checks which one the context took.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdlib.h>
@@ -307,6 +310,8 @@ int main(int argc, char **argv)
             setenv("HVD_RING_STAGING_BYTES", argv[i + 1], 1);
         else if (strcmp(argv[i], "--intranode") == 0)
             intranode = argv[i + 1];
+        else if (strcmp(argv[i], "--ipc") == 0)
+            setenv("HVD_RING_IPC", argv[i + 1], 1);
     }
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return TEST_HARD_ERROR;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -328,6 +333,13 @@ int main(int argc, char **argv)
     }
     test_all();
     test_refused();
+    /* Every case above of 4 KiB or more went through the window. */
+    const char *ipc = getenv("HVD_RING_IPC");
+    int want_ipc = size > 1 && ctx->shm && !(ipc && strcmp(ipc, "off") == 0);
+    snprintf(case_name, sizeof case_name, "ipc n=%d", size);
+    if ((ctx->ipc != NULL) != want_ipc)
+        TEST_FAIL("%s: the context %s device slabs across the node", case_name,
+                  ctx->ipc ? "opened" : "did not open");
     ring_ctx_free(&ctx);
     dev->stream_destroy(stream);
 

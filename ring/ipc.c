@@ -1,0 +1,193 @@
+/* ring/ipc.c: allreduce of device buffers among the ranks of one node,
+ * each rank reducing its block straight from the other ranks' device
+ * memory: the device twin of ring/shm.c, over CUDA IPC.
+ *
+ * Each rank allocates a device slab once (the first device allreduce of a
+ * context that has a shared window), exports it, and opens every other
+ * rank's (cudaIpcOpenMemHandle; on the emulated device a memfd mapped from
+ * /proc). That works for ranks on different GPUs with peer access and for
+ * ranks sharing one GPU. Where it fails on any rank, every rank stages
+ * instead (ring/staged.c), logged once.
+ *
+ * A call runs in chunks of half a slab; chunk g (counted since the slab
+ * was made) lives in half g % 2. For each chunk rank r, on its stream,
+ *   1. copies its input into its half and waits for the copy;
+ *      barrier: every half holds its rank's chunk;
+ *   2. reduces block r of the chunk: every rank's half, in rank order, in
+ *      one kernel (reduce_n, the shared window's order and arithmetic, so
+ *      the result is bitwise the host path's), into its own half, where
+ *      nobody else reads block r; waits for it;
+ *      barrier: every block is reduced;
+ *   3. copies every block from its owner's half into recvbuf; waits.
+ * Ordering comes from the host: a rank's kernel or copy is done when its
+ * stream sync returns, and MPI_Barrier orders that before any other rank
+ * goes on (the device writes are visible to other processes once the
+ * stream has synchronised). Step 1 of chunk g + 2 overwrites the half that
+ * step 3 of chunk g read, so a rank may start it only once every rank is
+ * past that step 3: it is, as every rank has since passed chunk g + 1's
+ * first barrier. Two barriers a chunk, none at the end of a call.
+ *
+ * Worked example, N = 2, one chunk (half 0). Rank 0 copies its input into
+ * half 0 of slab 0, rank 1 into half 0 of slab 1; barrier. Rank 0 reduces
+ * block 0 from slab 0 and slab 1 into slab 0, rank 1 block 1 into slab 1;
+ * barrier. Rank 0 copies block 0 from slab 0 and block 1 from slab 1 into
+ * its recvbuf, rank 1 the same. Block 1 of slab 1 was written in step 2
+ * and read by rank 0 only after the barrier that follows it.
+ */
+#include <stdlib.h>
+#include "ring/ring_internal.h"
+
+struct ring__ipc {
+    const ring_dev_t *dev;
+    MPI_Comm comm;          /* the node's ranks (ours: a duplicate) */
+    int rank, size;
+    ring_stream_t *stream;
+    size_t half_bytes;
+    char **slabs;           /* every rank's slab, as mapped here */
+    uint64_t nchunks;       /* since the slab was made: the half to use */
+};
+
+void ring__ipc_free(ring__ipc_t **ipcp)
+{
+    ring__ipc_t *ipc = ipcp ? *ipcp : NULL;
+    if (!ipc) return;
+    /* Nobody may still read a slab we close or free. */
+    if (ipc->comm != MPI_COMM_NULL) MPI_Barrier(ipc->comm);
+    for (int r = 0; ipc->slabs && r < ipc->size; r++) {
+        if (!ipc->slabs[r]) continue;
+        if (r == ipc->rank)
+            ipc->dev->release(ipc->slabs[r]);
+        else
+            ipc->dev->ipc_close(ipc->slabs[r]);
+    }
+    ipc->dev->stream_destroy(ipc->stream);
+    if (ipc->comm != MPI_COMM_NULL) MPI_Comm_free(&ipc->comm);
+    free(ipc->slabs);
+    free(ipc);
+    *ipcp = NULL;
+}
+
+/* This rank's part of making the window: its slab, exported, and the
+ * others' opened. RING_OK, or the first failure (logged). */
+static int ring__ipc_open(ring__ipc_t *ipc)
+{
+    int status = RING_OK;
+    const ring_dev_t *dev = ipc->dev;
+    ring_ipc_handle_t mine = {0}, *all = NULL;
+    ipc->slabs = calloc((size_t)ipc->size, sizeof *ipc->slabs);
+    all = calloc((size_t)ipc->size, sizeof *all);
+    if (!ipc->slabs || !all) {
+        status = RING_ERR_NOMEM;
+        goto exchange; /* the others still wait for our handle */
+    }
+    status = dev->stream_create(&ipc->stream);
+    if (status == RING_OK)
+        status = dev->alloc((void **)&ipc->slabs[ipc->rank],
+                            2 * ipc->half_bytes);
+    if (status == RING_OK)
+        status = dev->ipc_export(ipc->slabs[ipc->rank], &mine);
+exchange:
+    if (MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine,
+                      MPI_BYTE, ipc->comm) != MPI_SUCCESS)
+        status = RING_ERR_MPI;
+    for (int r = 0; status == RING_OK && r < ipc->size; r++)
+        if (r != ipc->rank)
+            status = dev->ipc_open(&all[r], (void **)&ipc->slabs[r]);
+    free(all);
+    return status;
+}
+
+int ring__ipc_create(MPI_Comm node, const ring_dev_t *dev, size_t half_bytes,
+                     ring__ipc_t **out)
+{
+    int status = RING_OK, ok, all_ok;
+    ring__ipc_t *ipc = calloc(1, sizeof *ipc);
+    *out = NULL;
+    if (!ipc) return RING_ERR_NOMEM;
+    ipc->dev = dev;
+    ipc->half_bytes = half_bytes;
+    ipc->comm = MPI_COMM_NULL;
+    RING_CHECK_MPI(MPI_Comm_dup(node, &ipc->comm));
+    RING_CHECK_MPI(MPI_Comm_rank(ipc->comm, &ipc->rank));
+    RING_CHECK_MPI(MPI_Comm_size(ipc->comm, &ipc->size));
+    ok = ring__ipc_open(ipc) == RING_OK;
+    /* All ranks take the window or none does: a rank alone on it would
+     * wait for the others at its first barrier. */
+    RING_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN,
+                                 ipc->comm));
+    if (all_ok) {
+        *out = ipc;
+        ipc = NULL;
+    }
+out:
+    ring__ipc_free(&ipc);
+    return status;
+}
+
+int ring__ipc_of(const ring__coll_t *c, ring__ipc_t **out)
+{
+    ring_ctx_t *ctx = c->ctx;
+    if (!ctx->ipc_tried) {
+        ctx->ipc_tried = 1;
+        size_t half = c->tuning->staging_bytes / 2 / 256 * 256;
+        int status = ring__ipc_create(c->comm, c->dev, half ? half : 256,
+                                      &ctx->ipc);
+        if (status != RING_OK) return status;
+        if (!ctx->ipc && c->rank == 0)
+            ring__log("info: device allreduces within the node stage "
+                      "through host memory: %s IPC could not open every "
+                      "rank's device memory", c->dev->name);
+    }
+    *out = ctx->ipc;
+    return RING_OK;
+}
+
+/* One chunk of n elements. */
+static int ring__ipc_chunk(ring__ipc_t *ipc, const ring__coll_t *c,
+                           const char *sendbuf, char *recvbuf, size_t n)
+{
+    int status = RING_OK, size = ipc->size;
+    const ring_dev_t *dev = ipc->dev;
+    const void *inputs[RING_DEV_MAX_INPUTS];
+    size_t esize = c->esize, half = (ipc->nchunks++ & 1) * ipc->half_bytes;
+    char *mine = ipc->slabs[ipc->rank] + half;
+    RING_CHECK(dev->copy(mine, sendbuf, n * esize, ipc->stream));
+    RING_CHECK(dev->stream_sync(ipc->stream));
+    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
+
+    size_t at = ring__block_offset(n, size, ipc->rank) * esize;
+    size_t len = ring__block_count(n, size, ipc->rank);
+    for (int r = 0; r < size; r++) inputs[r] = ipc->slabs[r] + half + at;
+    if (len > 0)
+        RING_CHECK(dev->reduce_n(mine + at, inputs, size, len, c->dtype,
+                                 c->op, c->op == RING_AVERAGE ? size : 1,
+                                 ipc->stream));
+    RING_CHECK(dev->stream_sync(ipc->stream));
+    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
+
+    for (int r = 0; r < size; r++) {
+        size_t from = ring__block_offset(n, size, r) * esize;
+        size_t bytes = ring__block_count(n, size, r) * esize;
+        if (bytes > 0)
+            RING_CHECK(dev->copy(recvbuf + from, ipc->slabs[r] + half + from,
+                                 bytes, ipc->stream));
+    }
+    RING_CHECK(dev->stream_sync(ipc->stream));
+out:
+    return status;
+}
+
+int ring__ipc_allreduce(ring__ipc_t *ipc, const ring__coll_t *c,
+                        const void *sendbuf, void *recvbuf)
+{
+    int status = RING_OK;
+    size_t per_chunk = ipc->half_bytes / c->esize;
+    for (size_t done = 0; done < c->count; done += per_chunk) {
+        size_t n = c->count - done < per_chunk ? c->count - done : per_chunk;
+        RING_CHECK(ring__ipc_chunk(ipc, c,
+                                   (const char *)sendbuf + done * c->esize,
+                                   (char *)recvbuf + done * c->esize, n));
+    }
+out:
+    return status;
+}
