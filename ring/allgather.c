@@ -23,7 +23,7 @@ static int ring__allgather(ring_ctx_t *ctx, const char *func,
     size_t nbytes = sendcount * c.esize;
     char *own = (char *)recvbuf + nbytes * (size_t)c.rank;
     if (sendcount == 0) goto out;
-    if (c.dev) {
+    if (ring__staging(&c)) {
         ring__staged_t s = {
             .nblocks = c.size, .whole = sendcount * (size_t)c.size,
             .in = sendbuf, .in_block = c.rank, .out = recvbuf,
@@ -36,7 +36,7 @@ static int ring__allgather(ring_ctx_t *ctx, const char *func,
         RING_CHECK(ring__ring_blocks(&c, NULL, recvbuf, sendcount * c.size,
                                      RING__NO_OP, 0, c.size - 1, c.comm));
 out:
-    return status;
+    return ring__end(&c, status);
 }
 
 int ring_ctx_allgather(ring_ctx_t *ctx, const void *sendbuf, void *recvbuf,

@@ -201,7 +201,8 @@ static int ring__allreduce_chunk(const ring__coll_t *c, char *stage,
 }
 
 /* Device buffers: where the host path would take the shared window, the
- * node's device slabs (ring/ipc.c), with the same result; else the host
+ * node's device slabs (ring/ipc.c), with the same result; else the
+ * algorithm over MPI on them where MPI reads device memory; else the host
  * algorithm over staging. */
 static int ring__allreduce_device(const ring__coll_t *c, const void *sendbuf,
                                   void *recvbuf)
@@ -214,6 +215,9 @@ static int ring__allreduce_device(const ring__coll_t *c, const void *sendbuf,
         RING_CHECK(ring__ipc_of(c, &ipc));
         if (ipc) return ring__ipc_allreduce(ipc, c, sendbuf, recvbuf);
     }
+    if (c->mem == &ring__mem_device &&
+        (algo == RING__AR_RING || algo == RING__AR_RDB || algo == RING__AR_RHD))
+        return ring__allreduce_algos[algo].fn(c, sendbuf, recvbuf);
     ring__staged_t s = {.nblocks = c->size, .whole = c->count,
                         .in = sendbuf, .in_block = -1,
                         .out = recvbuf, .out_block = -1,
@@ -237,7 +241,7 @@ static int ring__allreduce(ring_ctx_t *ctx, const char *func,
                       .algo = algo};
     RING_CHECK(ring__begin(&c, sendbuf, recvbuf, RING_OK));
     if (count == 0) goto out;
-    if (c.dev) {
+    if (c.dev && (c.size > 1 || ring__staging(&c))) {
         status = ring__allreduce_device(&c, sendbuf, recvbuf);
         goto out;
     }
@@ -249,7 +253,7 @@ static int ring__allreduce(ring_ctx_t *ctx, const char *func,
     }
     status = ring__allreduce_run(&c, sendbuf, recvbuf);
 out:
-    return status;
+    return ring__end(&c, status);
 }
 
 int ring_ctx_allreduce(ring_ctx_t *ctx, const void *sendbuf, void *recvbuf,

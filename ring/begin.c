@@ -102,6 +102,11 @@ int ring__begin(ring__coll_t *c, const void *sendbuf, const void *recvbuf,
     RING_CHECK(ring__agree(hier ? c->ctx->cross : c->comm, c, local));
     RING_CHECK_MPI(MPI_Comm_rank(c->comm, &c->rank));
     RING_CHECK_MPI(MPI_Comm_size(c->comm, &c->size));
+    /* An MPI that reads device memory runs the host algorithms on it. */
+    if (c->dev && ring__cuda_aware(c->dev)) {
+        c->mem = &ring__mem_device;
+        (void)ring__mem_device_status(); /* nothing left from before */
+    }
 out:
     return status;
 }

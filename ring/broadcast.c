@@ -83,7 +83,7 @@ static int ring__broadcast(ring_ctx_t *ctx, const char *func, void *buf,
     size_t nbytes = count * c.esize;
     if (count == 0 || c.size == 1) goto out;
     int tree = nbytes < c.tuning->small_bytes;
-    if (c.dev) {
+    if (ring__staging(&c)) {
         int root_here = c.rank == root;
         ring__staged_t s = {.nblocks = 1, .whole = count,
                             .in = root_here ? buf : NULL, .in_block = -1,
@@ -95,7 +95,7 @@ static int ring__broadcast(ring_ctx_t *ctx, const char *func, void *buf,
         status = ring__broadcast_run(&c, buf, tree);
     }
 out:
-    return status;
+    return ring__end(&c, status);
 }
 
 int ring_ctx_broadcast(ring_ctx_t *ctx, void *buf, size_t count,

@@ -37,6 +37,15 @@ static int ring__parse_stream(const char *text, void *field)
     return RING_ERR_ARG;
 }
 
+static int ring__parse_auto_flag(const char *text, void *field)
+{
+    if (strcmp(text, "auto") == 0) {
+        *(int *)field = -1;
+        return RING_OK;
+    }
+    return ring__parse_flag(text, field);
+}
+
 static int ring__parse_ipc(const char *text, void *field)
 {
     if (strcmp(text, "auto") && strcmp(text, "off")) return RING_ERR_ARG;
@@ -109,6 +118,9 @@ static const ring__setting_t ring__settings[] = {
      * or stage; the two send different messages. */
     {"HVD_RING_IPC", "auto", "auto or off", offsetof(ring__tuning_t, ipc),
      ring__parse_ipc, 1},
+    /* Device buffers to MPI, or staged: different messages. */
+    {"HVD_CUDA_AWARE", "auto", "auto, 0 or 1",
+     offsetof(ring__tuning_t, cuda_aware), ring__parse_auto_flag, 1},
     /* How a rank writes, not what: ranks may differ. */
     {"HVD_SHM_STREAM", "auto", "auto, on or off",
      offsetof(ring__tuning_t, shm_stream), ring__parse_stream, 0},

@@ -1,10 +1,17 @@
 /* ring/mem.c: memory kinds. Each kind is a table of the few things the
- * algorithms do to data (copy, zero, reduce two inputs or N, divide), so
- * pipeline.c, recursive.c and shm.c are written once for every kind. Host
- * memory is the one kind today; CUDA device memory and the emulated device
- * that tests it without a GPU are the next rows. */
+ * algorithms do to data (copy, zero, reduce two inputs or N, divide, get
+ * scratch), so pipeline.c, recursive.c and shm.c are written once for
+ * every kind: host memory, and device memory for an MPI that reads it
+ * (CUDA-aware), whose operations run on the device and are waited for.
+ * Without such an MPI, device buffers are staged (staged.c) or read
+ * across the node (ipc.c), and the algorithms see host memory. */
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ring/ring_internal.h"
+#if HVD_HAVE_CUDA && __has_include(<mpi-ext.h>)
+#include <mpi-ext.h> /* Open MPI's MPIX_Query_cuda_support; after mpi.h */
+#endif
 
 static void ring__host_copy(void *dst, const void *src, size_t nbytes)
 {
@@ -16,6 +23,11 @@ static void ring__host_zero(void *dst, size_t nbytes)
     memset(dst, 0, nbytes);
 }
 
+static void *ring__host_alloc(size_t nbytes)
+{
+    return malloc(nbytes ? nbytes : 1);
+}
+
 const ring__mem_ops_t ring__mem_host = {
     .name = "host",
     .copy = ring__host_copy,
@@ -23,6 +35,8 @@ const ring__mem_ops_t ring__mem_host = {
     .reduce = ring__reduce_host,
     .reduce_n = ring__reduce_host_n,
     .divide = ring__divide_host,
+    .alloc = ring__host_alloc,
+    .release = free,
 };
 
 const ring__mem_ops_t *ring__mem_of(const void *p, const char **why)
@@ -34,6 +48,113 @@ const ring__mem_ops_t *ring__mem_of(const void *p, const char **why)
         return NULL;
     }
     return &ring__mem_host;
+}
+
+/* ---- device memory, operations waited for ---- */
+
+static pthread_once_t ring__work_once = PTHREAD_ONCE_INIT;
+static ring_stream_t *ring__work;
+static __thread int ring__device_status;
+
+static void ring__work_make(void)
+{
+    if (ring_dev()->stream_create(&ring__work) != RING_OK) ring__work = NULL;
+}
+
+/* Keeps the first failure; runs the stream dry after each operation. */
+static void ring__device_done(int status)
+{
+    if (status == RING_OK) status = ring_dev()->stream_sync(ring__work);
+    if (ring__device_status == RING_OK) ring__device_status = status;
+}
+
+static ring_stream_t *ring__work_stream(void)
+{
+    pthread_once(&ring__work_once, ring__work_make);
+    if (!ring__work && ring__device_status == RING_OK)
+        ring__device_status = RING_ERR_CUDA;
+    return ring__work;
+}
+
+int ring__mem_device_status(void)
+{
+    int status = ring__device_status;
+    ring__device_status = RING_OK;
+    return status;
+}
+
+static void ring__device_copy(void *dst, const void *src, size_t nbytes)
+{
+    ring_stream_t *s = ring__work_stream();
+    if (s) ring__device_done(ring_dev()->copy(dst, src, nbytes, s));
+}
+
+static void ring__device_zero(void *dst, size_t nbytes)
+{
+    ring_stream_t *s = ring__work_stream();
+    if (s) ring__device_done(ring_dev()->zero(dst, nbytes, s));
+}
+
+static void ring__device_reduce(void *dst, const void *a, const void *b,
+                                size_t count, ring_dtype_t dtype,
+                                ring_op_t op, int divisor)
+{
+    ring_stream_t *s = ring__work_stream();
+    if (s)
+        ring__device_done(
+            ring_dev()->reduce(dst, a, b, count, dtype, op, divisor, s));
+}
+
+static void ring__device_reduce_n(void *dst, const void *const *in, int n,
+                                  size_t count, ring_dtype_t dtype,
+                                  ring_op_t op, int divisor)
+{
+    ring_stream_t *s = ring__work_stream();
+    if (s)
+        ring__device_done(
+            ring_dev()->reduce_n(dst, in, n, count, dtype, op, divisor, s));
+}
+
+static void ring__device_divide(void *buf, size_t count, ring_dtype_t dtype,
+                                int divisor)
+{
+    ring_stream_t *s = ring__work_stream();
+    if (s) ring__device_done(ring_dev()->divide(buf, count, dtype, divisor, s));
+}
+
+static void *ring__device_alloc(size_t nbytes)
+{
+    void *p = NULL;
+    return ring_dev()->alloc(&p, nbytes ? nbytes : 1) == RING_OK ? p : NULL;
+}
+
+static void ring__device_release(void *p)
+{
+    if (p) ring_dev()->release(p);
+}
+
+const ring__mem_ops_t ring__mem_device = {
+    .name = "device",
+    .copy = ring__device_copy,
+    .zero = ring__device_zero,
+    .reduce = ring__device_reduce,
+    .reduce_n = ring__device_reduce_n,
+    .divide = ring__device_divide,
+    .alloc = ring__device_alloc,
+    .release = ring__device_release,
+};
+
+int ring__cuda_aware(const ring_dev_t *dev)
+{
+    const ring__tuning_t *tuning;
+    ring__tuning(&tuning);
+    if (tuning->cuda_aware >= 0) return tuning->cuda_aware;
+#if HVD_HAVE_CUDA && defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    return dev == &ring__dev_cuda && MPIX_Query_cuda_support();
+#else
+    (void)dev;
+    return 0;
+#endif
 }
 
 /* ---- pieces laid end to end (ring__io_t) ---- */

@@ -83,7 +83,8 @@ int ring__phase_run(const ring__phase_t *ph)
                        (size_t)(ph->nrecv_steps + 1);
     ring__seg_t *segs = malloc(max_units * sizeof *segs + 1);
     MPI_Request *sreq = malloc(max_units * sizeof *sreq + 1);
-    if (ph->nreduce > 0) p.scratch = malloc(RING_SLOTS * p.seg_bytes);
+    /* Received segments are reduced with buf's data: of its kind. */
+    if (ph->nreduce > 0) p.scratch = ph->mem->alloc(RING_SLOTS * p.seg_bytes);
     size_t nsend = 0, nrecv = 0, ninit = 0, nposted = 0;
     if (!segs || !sreq || (ph->nreduce > 0 && !p.scratch)) {
         status = RING_ERR_NOMEM;
@@ -138,7 +139,7 @@ int ring__phase_run(const ring__phase_t *ph)
     }
     RING_CHECK_MPI(MPI_Waitall((int)nsend, sreq, MPI_STATUSES_IGNORE));
 out:
-    free(p.scratch);
+    if (p.scratch) ph->mem->release(p.scratch);
     free(sreq);
     free(segs);
     return status;

@@ -126,7 +126,8 @@ static int ring__allreduce_folded(ring__pow2_fn *core, const ring__coll_t *c,
     int status = RING_OK, rank = c->rank, size = c->size;
     size_t nbytes = c->count * c->esize;
     char stack[8192]; /* small messages: no allocation on the latency path */
-    char *tmp = nbytes <= sizeof stack ? stack : malloc(nbytes);
+    int on_stack = nbytes <= sizeof stack && c->mem == &ring__mem_host;
+    char *tmp = on_stack ? stack : c->mem->alloc(nbytes);
     const char *src = sendbuf;
     char *buf = recvbuf;
     int divisor = c->op == RING_AVERAGE ? size : 1, p2 = 1;
@@ -156,7 +157,7 @@ static int ring__allreduce_folded(ring__pow2_fn *core, const ring__coll_t *c,
         RING_CHECK_MPI(MPI_Send(buf, (int)nbytes, MPI_BYTE, rank - 1,
                                 RING_RECURSIVE_TAG, c->comm));
 out:
-    if (tmp != stack) free(tmp);
+    if (!on_stack) c->mem->release(tmp);
     return status;
 }
 

@@ -27,7 +27,7 @@ static int ring__reduce_scatter(ring_ctx_t *ctx, const char *func,
     RING_CHECK(ring__begin(&c, sendbuf, recvbuf, RING_OK));
     size_t nbytes = recvcount * c.esize;
     if (recvcount == 0) goto out;
-    if (c.dev) {
+    if (ring__staging(&c)) {
         ring__staged_t s = {
             .nblocks = c.size, .whole = recvcount * (size_t)c.size,
             .in = sendbuf, .in_block = -1,
@@ -46,7 +46,7 @@ static int ring__reduce_scatter(ring_ctx_t *ctx, const char *func,
      * they need a whole-size scratch, as recvbuf holds one block only. */
     char *buf = recvbuf;
     if (sendbuf != recvbuf) {
-        buf = scratch = malloc(nbytes * (size_t)c.size);
+        buf = scratch = c.mem->alloc(nbytes * (size_t)c.size);
         if (!scratch) {
             status = RING_ERR_NOMEM;
             goto out;
@@ -57,8 +57,8 @@ static int ring__reduce_scatter(ring_ctx_t *ctx, const char *func,
     if (scratch)
         c.mem->copy(recvbuf, scratch + nbytes * (size_t)c.rank, nbytes);
 out:
-    free(scratch);
-    return status;
+    if (scratch) c.mem->release(scratch);
+    return ring__end(&c, status);
 }
 
 int ring_ctx_reduce_scatter(ring_ctx_t *ctx, const void *sendbuf,

@@ -75,6 +75,7 @@ int ring__check_mpi_up(const char *func);
  *                            slab of the IPC path (ipc.c)
  *   HVD_RING_IPC             auto | off: device allreduces within a node
  *                            through CUDA IPC where it works (ipc.c)
+ *   HVD_CUDA_AWARE           auto | 0 | 1: MPI reads device memory (mem.c)
  * A bad value fails every collective with RING_ERR_ARG and a message that
  * names the variable, rather than silently running something else. */
 typedef struct {
@@ -85,7 +86,8 @@ typedef struct {
     size_t shm_segment_bytes;
     int shm_stream; /* RING__STREAM_* */
     size_t staging_bytes;
-    int ipc; /* 0: off, 1: auto */
+    int ipc;        /* 0: off, 1: auto */
+    int cuda_aware; /* -1: auto, 0, 1 */
 } ring__tuning_t;
 
 enum { RING__STREAM_AUTO = -1, RING__STREAM_OFF = 0, RING__STREAM_ON = 1 };
@@ -121,9 +123,23 @@ typedef struct {
                      ring_dtype_t dtype, ring_op_t op, int divisor);
     /* buf[i] /= divisor: the hierarchical AVERAGE's one division. */
     void (*divide)(void *buf, size_t count, ring_dtype_t dtype, int divisor);
+    /* Scratch of this kind; NULL when out of memory. */
+    void *(*alloc)(size_t nbytes);
+    void (*release)(void *p);
 } ring__mem_ops_t;
 
 extern const ring__mem_ops_t ring__mem_host;
+/* Device memory, for MPI that reads it (CUDA-aware): each operation runs
+ * on ring_dev()'s work stream and is waited for. A failure is logged and
+ * kept for ring__mem_device_status, since the table's functions return
+ * nothing. */
+extern const ring__mem_ops_t ring__mem_device;
+/* RING_OK, or the first failure of ring__mem_device since the last call
+ * (on this thread), which it clears. */
+int ring__mem_device_status(void);
+/* Whether MPI takes dev's memory: HVD_CUDA_AWARE, or with auto (the
+ * default) what Open MPI's MPIX_Query_cuda_support says, for CUDA only. */
+int ring__cuda_aware(const ring_dev_t *dev);
 
 /* The kind of a buffer, or NULL with *why set when the collectives cannot
  * take it (CUDA device memory, until the device path lands). */
@@ -223,6 +239,22 @@ typedef struct {
  * the bad argument, RING_ERR_MISMATCH, RING_ERR_MPI. */
 int ring__begin(ring__coll_t *c, const void *sendbuf, const void *recvbuf,
                 int local);
+
+/* A call on device buffers that the host algorithm cannot run on as they
+ * are (MPI does not read device memory): staged (ring/staged.c). */
+static inline int ring__staging(const ring__coll_t *c)
+{
+    return c->dev && c->mem == &ring__mem_host;
+}
+
+/* The status a call returns: its own, or a failure of the device
+ * operations it ran through ring__mem_device. */
+static inline int ring__end(const ring__coll_t *c, int status)
+{
+    int device = c->mem == &ring__mem_device ? ring__mem_device_status()
+                                               : RING_OK;
+    return status != RING_OK ? status : device;
+}
 
 /* ---- HVD_RING_CHECK: the ranks compare each call (ring/check.c) ---- */
 /* Called by every rank of comm once it has checked its own arguments

@@ -140,7 +140,7 @@ static const char *ring__side(const ring__call_t *call, const char *base,
     return base + first * esize;
 }
 
-static char *ring__staging(const ring__call_t *call, int h, size_t k, int b)
+static char *ring__stage_at(const ring__call_t *call, int h, size_t k, int b)
 {
     size_t offset = ring__block_offset(ring__chunk_count(call, k),
                                        call->s->nblocks, b);
@@ -160,7 +160,7 @@ static int ring__stage_in(ring__call_t *call, size_t k, int h)
                                       b, k);
         size_t len = ring__slice(call, k, b) * call->c->esize;
         if (!from || len == 0) continue;
-        RING_CHECK(st->dev->copy(ring__staging(call, h, k, b), from, len,
+        RING_CHECK(st->dev->copy(ring__stage_at(call, h, k, b), from, len,
                                  st->up));
         RING_CHECK(st->dev->event_record(st->in_ev[h * n + b], st->up));
         st->pending[h * n + b] = 1;
@@ -193,7 +193,7 @@ static int ring__stage_out(void *arg, int b)
      * as it came in: on another stream, so only once it is in. */
     int status = ring__stage_need(arg, b);
     if (status != RING_OK) return status;
-    return st->dev->copy(to, ring__staging(call, (int)(k & 1), k, b), len,
+    return st->dev->copy(to, ring__stage_at(call, (int)(k & 1), k, b), len,
                          st->down);
 }
 

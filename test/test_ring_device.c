@@ -18,7 +18,9 @@
  * --intranode auto|shm|ring picks the context's path within the node;
  * --ipc auto|off sets HVD_RING_IPC: within a node, large allreduces read
  * each other's device memory (ring/ipc.c) or stage through the shared
- * window. The test checks which one the context took.
+ * window. The test checks which one the context took. --cuda-aware 1
+ * sets HVD_CUDA_AWARE: MPI is handed device pointers (the emulated
+ * device's memory is host memory MPI can read, except in guard mode).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdlib.h>
@@ -312,6 +314,8 @@ int main(int argc, char **argv)
             intranode = argv[i + 1];
         else if (strcmp(argv[i], "--ipc") == 0)
             setenv("HVD_RING_IPC", argv[i + 1], 1);
+        else if (strcmp(argv[i], "--cuda-aware") == 0)
+            setenv("HVD_CUDA_AWARE", argv[i + 1], 1);
     }
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return TEST_HARD_ERROR;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
