@@ -257,6 +257,14 @@ static int ring__cuda_divide(void *buf, size_t count, ring_dtype_t dtype,
                              (void *)ring__cuda_stream(s));
 }
 
+static int ring__cuda_convert(void *dst, ring_dtype_t dst_dtype,
+                              const void *src, ring_dtype_t src_dtype,
+                              size_t count, ring_stream_t *s)
+{
+    return ring__convert_cuda(dst, dst_dtype, src, src_dtype, count,
+                              (void *)ring__cuda_stream(s));
+}
+
 /* ---- within a node ---- */
 
 static int ring__cuda_ipc_export(void *p, ring_ipc_handle_t *h)
@@ -315,6 +323,7 @@ const ring_dev_t ring__dev_cuda = {
     .reduce = ring__cuda_reduce,
     .reduce_n = ring__cuda_reduce_n,
     .divide = ring__cuda_divide,
+    .convert = ring__cuda_convert,
     .ipc_export = ring__cuda_ipc_export,
     .ipc_open = ring__cuda_ipc_open,
     .ipc_close = ring__cuda_ipc_close,

@@ -262,7 +262,7 @@ struct emu_op {
     void *dst;
     const void *a, *b;
     size_t nbytes, count;
-    ring_dtype_t dtype;
+    ring_dtype_t dtype, src_dtype; /* convert's: dst's, src's */
     ring_op_t op;
     int divisor;
     const void *in[RING_DEV_MAX_INPUTS];
@@ -774,6 +774,43 @@ static int emu_divide(void *buf, size_t count, ring_dtype_t dtype, int divisor,
     return emu_enqueue("divide", s, op);
 }
 
+static void emu_run_convert(emu_op_t *op)
+{
+    ring__convert_host(op->dst, op->dtype, op->a, op->src_dtype, op->count);
+}
+
+static int emu_convert(void *dst, ring_dtype_t dst_dtype, const void *src,
+                       ring_dtype_t src_dtype, size_t count, ring_stream_t *s)
+{
+    if (!ring__convert_ok(dst_dtype, src_dtype)) {
+        ring__log("convert: from dtype %d to %d: only float32 to or from "
+                  "float16 and bfloat16", (int)src_dtype, (int)dst_dtype);
+        return RING_ERR_ARG;
+    }
+    if (count && (!dst || !src)) {
+        ring__log("convert: %zu elements to %p from %p", count, dst, src);
+        return RING_ERR_ARG;
+    }
+    if (emu_check_span("convert", "destination", dst,
+                       count * ring_dtype_size(dst_dtype)) ||
+        emu_check_span("convert", "source", src,
+                       count * ring_dtype_size(src_dtype)))
+        return RING_ERR_ARG;
+    emu_op_t *op = emu_op_new("convert", 2);
+    if (op) {
+        *op = (emu_op_t){.run = emu_run_convert,
+                         .dst = dst,
+                         .a = src,
+                         .count = count,
+                         .dtype = dst_dtype,
+                         .src_dtype = src_dtype,
+                         .nuses = 2};
+        op->uses[0].p = dst;
+        op->uses[1].p = src;
+    }
+    return emu_enqueue("convert", s, op);
+}
+
 /* ---- ipc: another process's allocation, through /proc ---- */
 
 typedef struct {
@@ -859,6 +896,7 @@ const ring_dev_t ring__dev_emulated = {
     .reduce = emu_reduce,
     .reduce_n = emu_reduce_n,
     .divide = emu_divide,
+    .convert = emu_convert,
     .ipc_export = emu_ipc_export,
     .ipc_open = emu_ipc_open,
     .ipc_close = emu_ipc_close,

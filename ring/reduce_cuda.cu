@@ -293,6 +293,18 @@ __global__ void ring_copy_batch_kernel(ring_copy_batch_args args, size_t n)
 
 enum { RING_COPY_THREADS = 512 };
 
+/* ring_dev_t's convert: reduce_op.h's element, as the host loop runs it
+ * (ring__convert_host). */
+__global__ void ring_convert_kernel(void *dst, ring_dtype_t dst_dtype,
+                                    const void *src, ring_dtype_t src_dtype,
+                                    size_t count)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+         i += stride)
+        ring__store_f32(dst, dst_dtype, i, ring__load_f32(src, src_dtype, i));
+}
+
 } // namespace
 
 /* ---- the launchers (extern "C", declared in ring/ring_internal.h) ---- */
@@ -367,6 +379,23 @@ extern "C" int ring__divide_cuda(void *buf, size_t count, ring_dtype_t dtype,
     const void *in = buf;
     return ring__reduce_n_cuda(buf, &in, 1, count, dtype, RING_AVERAGE,
                                divisor, stream);
+}
+
+extern "C" int ring__convert_cuda(void *dst, ring_dtype_t dst_dtype,
+                                  const void *src, ring_dtype_t src_dtype,
+                                  size_t count, void *stream)
+{
+    int status = RING_OK;
+    if (!ring__convert_ok(dst_dtype, src_dtype)) return RING_ERR_ARG;
+    if (count == 0) return RING_OK;
+    size_t blocks = (count + RING_THREADS - 1) / RING_THREADS;
+    if (blocks > RING_MAX_BLOCKS) blocks = RING_MAX_BLOCKS;
+    ring_convert_kernel<<<(unsigned)blocks, RING_THREADS, 0,
+                          (cudaStream_t)stream>>>(dst, dst_dtype, src,
+                                                  src_dtype, count);
+    RING_CHECK_LAUNCH(cudaGetLastError(), "ring_convert_kernel<<<>>>");
+out:
+    return status;
 }
 
 extern "C" int ring__copy_batch_cuda(const ring_copy_t *copies, size_t n,

@@ -231,3 +231,18 @@ void ring__divide_host(void *buf, size_t count, ring_dtype_t dtype,
     const void *in = buf;
     ring__reducers_n[dtype](buf, &in, 1, count, RING_AVERAGE, divisor);
 }
+
+int ring__convert_ok(ring_dtype_t dst_dtype, ring_dtype_t src_dtype)
+{
+    int dst_half = dst_dtype == RING_FLOAT16 || dst_dtype == RING_BFLOAT16;
+    int src_half = src_dtype == RING_FLOAT16 || src_dtype == RING_BFLOAT16;
+    return (dst_half && src_dtype == RING_FLOAT32) ||
+           (src_half && dst_dtype == RING_FLOAT32);
+}
+
+void ring__convert_host(void *dst, ring_dtype_t dst_dtype, const void *src,
+                        ring_dtype_t src_dtype, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        ring__store_f32(dst, dst_dtype, i, ring__load_f32(src, src_dtype, i));
+}

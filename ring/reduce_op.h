@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include "ring/ring.h" /* ring_dtype_t */
 
 #ifdef __CUDACC__
 #define RING_HD __host__ __device__ __forceinline__
@@ -114,5 +115,30 @@ RING_HD uint16_t ring__f32_to_f16(float f)
 RING__MINMAX(min, <)
 RING__MINMAX(max, >)
 #undef RING__MINMAX
+
+/* ---- conversions for compressed gradients (ring_dev_t's convert) ---- */
+
+/* Element i of src (float32, float16 or bfloat16) as a float. */
+RING_HD float ring__load_f32(const void *src, ring_dtype_t src_dtype,
+                             size_t i)
+{
+    if (src_dtype == RING_FLOAT16)
+        return ring__f16_to_f32(((const uint16_t *)src)[i]);
+    if (src_dtype == RING_BFLOAT16)
+        return ring__bf16_to_f32(((const uint16_t *)src)[i]);
+    return ((const float *)src)[i];
+}
+
+/* Stores v as element i of dst, of that dtype. */
+RING_HD void ring__store_f32(void *dst, ring_dtype_t dst_dtype, size_t i,
+                             float v)
+{
+    if (dst_dtype == RING_FLOAT16)
+        ((uint16_t *)dst)[i] = ring__f32_to_f16(v);
+    else if (dst_dtype == RING_BFLOAT16)
+        ((uint16_t *)dst)[i] = ring__f32_to_bf16(v);
+    else
+        ((float *)dst)[i] = v;
+}
 
 #endif /* RING_REDUCE_OP_H */

@@ -168,6 +168,11 @@ typedef struct {
                     ring_stream_t *s);
     int (*divide)(void *buf, size_t count, ring_dtype_t dtype, int divisor,
                   ring_stream_t *s);
+    /* dst[i] = src[i] as dst_dtype: float32 to or from float16 or
+     * bfloat16, rounded as ring_f32_to_f16 rounds (gradients compressed
+     * for the wire); RING_ERR_ARG for other pairs. */
+    int (*convert)(void *dst, ring_dtype_t dst_dtype, const void *src,
+                   ring_dtype_t src_dtype, size_t count, ring_stream_t *s);
 
     /* ---- within a node: one process's allocation opened by another ---- */
     /* p must be the start of an allocation. */

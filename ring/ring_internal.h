@@ -395,6 +395,12 @@ void ring__reduce_host_n(void *dst, const void *const *in, int n, size_t count,
                          ring_dtype_t dtype, ring_op_t op, int divisor);
 void ring__divide_host(void *buf, size_t count, ring_dtype_t dtype,
                        int divisor);
+/* Whether convert takes the pair: float32 to or from float16 or
+ * bfloat16. */
+int ring__convert_ok(ring_dtype_t dst_dtype, ring_dtype_t src_dtype);
+/* The device tables' convert on the host (reduce_op.h's elements). */
+void ring__convert_host(void *dst, ring_dtype_t dst_dtype, const void *src,
+                        ring_dtype_t src_dtype, size_t count);
 
 #if HVD_HAVE_CUDA
 /* ---- CUDA kernel launchers (reduce_cuda.cu), behind ring__dev_cuda ---- */
@@ -413,6 +419,8 @@ int ring__reduce_n_cuda(void *dst, const void *const *in, int n,
                         int divisor, void *stream);
 int ring__divide_cuda(void *buf, size_t count, ring_dtype_t dtype,
                       int divisor, void *stream);
+int ring__convert_cuda(void *dst, ring_dtype_t dst_dtype, const void *src,
+                       ring_dtype_t src_dtype, size_t count, void *stream);
 /* copies[0..n) as ring/copy_batch.h's kernel; the array is read before
  * the call returns. */
 int ring__copy_batch_cuda(const ring_copy_t *copies, size_t n,

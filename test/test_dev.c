@@ -361,6 +361,47 @@ static void test_reductions(void)
             RING_ERR_ARG);
 }
 
+/* convert, float32 to each half type and back, bit for bit against the
+ * host's array conversions; other pairs refused. */
+static void test_convert(void)
+{
+    enum { COUNT = 1027 };
+    float in[COUNT], back[COUNT], want_back[COUNT];
+    uint16_t half[COUNT], want[COUNT];
+    fill(in, COUNT, RING_FLOAT32);
+    in[0] = 65520.0f;  /* rounds to float16's infinity */
+    in[1] = 1e-7f;     /* a float16 subnormal */
+    float *d32 = dev_alloc(sizeof in);
+    uint16_t *d16 = dev_alloc(sizeof half);
+    ring_stream_t *s;
+    DEV_OK(dev->stream_create(&s));
+    for (int dt = RING_FLOAT16; dt <= RING_BFLOAT16; dt++) {
+        DEV_OK(dev->copy(d32, in, sizeof in, s));
+        DEV_OK(dev->convert(d16, (ring_dtype_t)dt, d32, RING_FLOAT32, COUNT,
+                            s));
+        DEV_OK(dev->convert(d32, RING_FLOAT32, d16, (ring_dtype_t)dt, COUNT,
+                            s));
+        DEV_OK(dev->copy(half, d16, sizeof half, s));
+        DEV_OK(dev->copy(back, d32, sizeof back, s));
+        DEV_OK(dev->stream_sync(s));
+        for (size_t i = 0; i < COUNT; i++) {
+            want[i] = dt == RING_FLOAT16 ? ring_f32_to_f16(in[i])
+                                         : ring_f32_to_bf16(in[i]);
+            want_back[i] = dt == RING_FLOAT16 ? ring_f16_to_f32(want[i])
+                                              : ring_bf16_to_f32(want[i]);
+        }
+        if (memcmp(half, want, sizeof half) || memcmp(back, want_back,
+                                                      sizeof back))
+            TEST_FAIL("convert to and from %s differs from the host's",
+                      ring_dtype_name((ring_dtype_t)dt));
+    }
+    TEST_EQ(dev->convert(d16, RING_INT32, d32, RING_FLOAT32, 1, s),
+            RING_ERR_ARG);
+    DEV_OK(dev->stream_destroy(s));
+    DEV_OK(dev->release(d32));
+    DEV_OK(dev->release(d16));
+}
+
 /* event_query says not done while a long copy runs, done after a sync;
  * an event never recorded is done at once. */
 static void test_event_query(void)
@@ -448,6 +489,7 @@ int main(int argc, char **argv)
     test_two_streams();
     test_copy_batch();
     test_reductions();
+    test_convert();
     test_event_query();
     test_host_access();
     return test_exit_code();
