@@ -13,6 +13,13 @@
  * memory, which sums in rank order; around the ring, whose sums depend on
  * how the gradients are grouped, to float rounding.
  *
+ * Device gradients (all of them, or none) take the same path on the
+ * device: the mean over passes and the fp16 compression are kernels on
+ * the optimizer's stream (ring_dev_t's divide and convert), waited for
+ * before the allreduce reads them, and the compressed halves live in
+ * device memory. The sharded step updates on the host: it takes host
+ * gradients only.
+ *
  * Left out: anything about the model itself; hvd sees only named float
  * arrays and a step callback. */
 #include <stdlib.h>
@@ -33,6 +40,8 @@ struct hvd_dist_opt {
     size_t total;            /* elements over all tensors */
     float *base;             /* sharded: where the gradients' range starts */
     int update_status;       /* sharded: the first failure of inner.update */
+    const ring_dev_t *dev;   /* the gradients are its memory; NULL: host */
+    ring_stream_t *stream;   /* dev's: passes' means and conversions */
 };
 
 void hvd_dist_opt_free(hvd_dist_opt_t **optp)
@@ -42,8 +51,12 @@ void hvd_dist_opt_free(hvd_dist_opt_t **optp)
     for (size_t i = 0; i < opt->ntensors; i++) {
         if (opt->handles && opt->handles[i]) hvd_wait(opt->handles[i]);
         if (opt->names) free(opt->names[i]);
-        if (opt->halves) free(opt->halves[i]);
+        if (opt->halves && opt->dev)
+            opt->dev->release(opt->halves[i]);
+        else if (opt->halves)
+            free(opt->halves[i]);
     }
+    if (opt->dev) opt->dev->stream_destroy(opt->stream);
     free(opt->names);
     free(opt->grads);
     free(opt->counts);
@@ -75,6 +88,55 @@ static int hvd__dist_opt_tile(hvd_dist_opt_t *opt)
         if (ei > high) high = ei;
     }
     return opt->total == 0 || high - low == opt->total * sizeof(float);
+}
+
+/* Whether the gradients are device memory (then opt->dev and its stream)
+ * or host memory: all alike; a sharded step takes host memory. */
+static int hvd__dist_opt_kind(hvd_dist_opt_t *opt)
+{
+    size_t first = opt->ntensors;
+    for (size_t i = 0; i < opt->ntensors; i++) {
+        if (!opt->counts[i]) continue;
+        int device = ring_is_device_memory(opt->grads[i]);
+        if (first == opt->ntensors) {
+            first = i;
+            opt->dev = device ? ring_dev() : NULL;
+        } else if (device != (opt->dev != NULL)) {
+            hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_create: grads[%zu] is %s "
+                     "memory but grads[%zu] is %s: the gradients must all "
+                     "be host or all device memory", i,
+                     device ? "device" : "host", first,
+                     device ? "host" : "device");
+            return HVD_ERR_ARG;
+        }
+    }
+    if (opt->dev && opt->options.shard_params) {
+        hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_create: shard_params with "
+                 "device gradients: the sharded step updates on the host");
+        return HVD_ERR_ARG;
+    }
+    if (opt->dev && opt->dev->stream_create(&opt->stream) != RING_OK) {
+        opt->dev = NULL; /* nothing to destroy */
+        hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_create: no device stream");
+        return HVD_ERR_ARG;
+    }
+    return HVD_OK;
+}
+
+/* The fp16 copies the gradients travel as, of the gradients' kind. */
+static int hvd__dist_opt_halves(hvd_dist_opt_t *opt)
+{
+    for (size_t i = 0; i < opt->ntensors; i++) {
+        size_t nbytes = opt->counts[i] * sizeof(uint16_t) + 1;
+        if (opt->dev) {
+            void *p = NULL;
+            if (opt->dev->alloc(&p, nbytes) != RING_OK) return HVD_ERR_NOMEM;
+            opt->halves[i] = p;
+        } else if (!(opt->halves[i] = malloc(nbytes))) {
+            return HVD_ERR_NOMEM;
+        }
+    }
+    return HVD_OK;
 }
 
 int hvd_dist_opt_create(hvd_dist_opt_t **optp, hvd_optimizer_t inner,
@@ -129,11 +191,13 @@ int hvd_dist_opt_create(hvd_dist_opt_t **optp, hvd_optimizer_t inner,
         opt->grads[i] = grads[i];
         opt->counts[i] = counts[i];
         opt->total += counts[i];
-        if (o->fp16_compression) {
-            opt->halves[i] = malloc(counts[i] * sizeof(uint16_t) + 1);
-            if (!opt->halves[i]) goto nomem;
-        }
     }
+    if (hvd__dist_opt_kind(opt) != HVD_OK) {
+        hvd_dist_opt_free(optp);
+        return HVD_ERR_ARG;
+    }
+    if (o->fp16_compression && hvd__dist_opt_halves(opt) != HVD_OK)
+        goto nomem;
     if (o->shard_params && !hvd__dist_opt_tile(opt)) {
         hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_create: shard_params: the "
                  "gradients do not lie back to back in one range; a "
@@ -156,19 +220,52 @@ static void hvd__dist_opt_mean_of_passes(const hvd_dist_opt_t *opt, float *g,
         for (size_t j = 0; j < n; j++) g[j] /= (float)k;
 }
 
+/* The same with device gradients, and the compression: queued on the
+ * optimizer's stream and done before the allreduce reads them. */
+static int hvd__dist_opt_prepare_device(hvd_dist_opt_t *opt, size_t i)
+{
+    const ring_dev_t *dev = opt->dev;
+    int k = opt->options.backward_passes_per_step, s = RING_OK;
+    if (k > 1)
+        s = dev->divide(opt->grads[i], opt->counts[i], RING_FLOAT32, k,
+                        opt->stream);
+    if (s == RING_OK && opt->options.fp16_compression)
+        s = dev->convert(opt->halves[i], RING_FLOAT16, opt->grads[i],
+                         RING_FLOAT32, opt->counts[i], opt->stream);
+    if (s == RING_OK) s = dev->stream_sync(opt->stream);
+    return s; /* ring's statuses are hvd's numbers */
+}
+
 /* Starts tensor i's allreduce: the last pass of a step only. */
 static int hvd__dist_opt_start(hvd_dist_opt_t *opt, size_t i)
 {
     float *g = opt->grads[i];
     size_t n = opt->counts[i];
-    hvd__dist_opt_mean_of_passes(opt, g, n);
+    if (opt->dev) {
+        int s = hvd__dist_opt_prepare_device(opt, i);
+        if (s != HVD_OK) return s;
+    } else {
+        hvd__dist_opt_mean_of_passes(opt, g, n);
+        if (opt->options.fp16_compression)
+            ring_f32_to_f16_array(opt->halves[i], g, n);
+    }
     if (!opt->options.fp16_compression)
         return hvd_allreduce_async(g, g, n, HVD_FLOAT32, opt->options.op,
                                    opt->names[i], &opt->handles[i]);
-    ring_f32_to_f16_array(opt->halves[i], g, n);
     return hvd_allreduce_async(opt->halves[i], opt->halves[i], n, HVD_FLOAT16,
                                opt->options.op, opt->names[i],
                                &opt->handles[i]);
+}
+
+/* The reduced halves back into the gradients. */
+static int hvd__dist_opt_expand(hvd_dist_opt_t *opt, size_t i)
+{
+    if (!opt->dev) {
+        ring_f16_to_f32_array(opt->grads[i], opt->halves[i], opt->counts[i]);
+        return HVD_OK;
+    }
+    return opt->dev->convert(opt->grads[i], RING_FLOAT32, opt->halves[i],
+                             RING_FLOAT16, opt->counts[i], opt->stream);
 }
 
 /* Sharding needs another rank to share with. */
@@ -243,9 +340,11 @@ int hvd_dist_opt_step(hvd_dist_opt_t *opt)
         opt->handles[i] = NULL;
         if (status == HVD_OK) status = s;
         if (s == HVD_OK && opt->options.fp16_compression)
-            ring_f16_to_f32_array(opt->grads[i], opt->halves[i],
-                                  opt->counts[i]);
+            s = hvd__dist_opt_expand(opt, i);
+        if (status == HVD_OK) status = s;
     }
+    if (opt->dev && status == HVD_OK)
+        status = opt->dev->stream_sync(opt->stream);
     if (status != HVD_OK) return status;
     return opt->inner.step(opt->inner.ctx); /* its statuses are ours */
 }

@@ -1,0 +1,185 @@
+/* test/test_dist_opt_device.c: the DistributedOptimizer on device
+ * gradients (test/dist_opt_device_np*.mpi, on the emulated device).
+ *
+ * Two optimizers side by side in each rank, over the same gradient
+ * values: one on host memory, one on a device slab. After every step the
+ * device gradients, copied back, must equal the host ones bit for bit
+ * (the device path averages, divides by the passes and compresses with
+ * the same arithmetic), with averaging, summing, fp16 compression and
+ * backward_passes_per_step 2. The wrapped step checks that it sees the
+ * gradients already reduced. Also: gradients of mixed kinds, and a
+ * sharded step on device gradients, are refused by name; device
+ * parameters broadcast from rank 0 replace every rank's own.
+ *
+ *   test_dist_opt_device MODE   MODE: 1, delay:SEED or guard
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv; test/capture.h */
+#include <stdlib.h>
+#include <string.h>
+#include "hvd/hvd.h"
+#include "ring/ring.h"
+#include "test/capture.h"
+#include "test/hvd_harness.h"
+#include "test/test.h"
+
+enum { NTENSORS = 5, STEPS = 3 };
+/* At least 4 KiB even as float16: every fused group then takes the path
+ * that sums in rank order on host and device alike (the shared window,
+ * its device twin), so the two agree bit for bit at any rank count. */
+static const size_t counts[NTENSORS] = {2048, 3000, 4099, 2050, 20000};
+static const char *const names[NTENSORS] = {"g.a", "g.b", "g.c", "g.d",
+                                            "g.e"};
+
+static const ring_dev_t *dev;
+static ring_stream_t *stream;
+static int rank, size;
+
+static void dev_copy(void *dst, const void *src, size_t nbytes)
+{
+    TEST_EQ(dev->copy(dst, src, nbytes, stream), RING_OK);
+    TEST_EQ(dev->stream_sync(stream), RING_OK);
+}
+
+static int count_steps(void *ctx)
+{
+    ++*(int *)ctx;
+    return 0;
+}
+
+/* A gradient of one pass: values whose float16 rounding and averages
+ * depend on rank, step, pass and index. */
+static float grad_value(int step, int pass, size_t t, size_t i)
+{
+    unsigned h = (unsigned)(rank * 7919 + step * 104729 + pass * 31 +
+                            (int)t * 13 + (int)(i % 997) * 7);
+    return ((float)(h % 2001) - 1000.0f) / 37.0f;
+}
+
+/* One configuration: both optimizers trained STEPS steps. */
+static void compare(const char *what, hvd_dist_opt_options_t o)
+{
+    size_t total = 0, off[NTENSORS];
+    for (int t = 0; t < NTENSORS; t++) {
+        off[t] = total;
+        total += counts[t];
+    }
+    float *host = calloc(total, sizeof *host), *back = calloc(total, 4);
+    float *slab = NULL, *hg[NTENSORS], *dg[NTENSORS];
+    TEST_EQ(dev->alloc((void **)&slab, total * sizeof(float)), RING_OK);
+    char hnames[NTENSORS][16], dnames[NTENSORS][16];
+    const char *hn[NTENSORS], *dn[NTENSORS];
+    for (int t = 0; t < NTENSORS; t++) {
+        hg[t] = host + off[t];
+        dg[t] = slab + off[t];
+        snprintf(hnames[t], sizeof hnames[t], "h.%s", names[t]);
+        snprintf(dnames[t], sizeof dnames[t], "d.%s", names[t]);
+        hn[t] = hnames[t];
+        dn[t] = dnames[t];
+    }
+    int hsteps = 0, dsteps = 0;
+    hvd_dist_opt_t *hopt = NULL, *dopt = NULL;
+    TEST_EQ(hvd_dist_opt_create(&hopt, (hvd_optimizer_t){count_steps, &hsteps},
+                                NTENSORS, hn, hg, counts, &o),
+            HVD_OK);
+    TEST_EQ(hvd_dist_opt_create(&dopt, (hvd_optimizer_t){count_steps, &dsteps},
+                                NTENSORS, dn, dg, counts, &o),
+            HVD_OK);
+    for (int step = 0; step < STEPS; step++) {
+        memset(host, 0, total * sizeof *host);
+        for (int pass = 0; pass < o.backward_passes_per_step; pass++) {
+            /* The caller accumulates over passes, as backward does. */
+            for (int t = 0; t < NTENSORS; t++)
+                for (size_t i = 0; i < counts[t]; i++)
+                    hg[t][i] += grad_value(step, pass, (size_t)t, i);
+            dev_copy(slab, host, total * sizeof *host);
+            /* Device tensors in another order than the host ones. */
+            for (int t = 0; t < NTENSORS; t++) {
+                TEST_EQ(hvd_dist_opt_grad_ready(hopt, (size_t)t), HVD_OK);
+                TEST_EQ(hvd_dist_opt_grad_ready(dopt,
+                                                (size_t)(NTENSORS - 1 - t)),
+                        HVD_OK);
+            }
+            TEST_EQ(hvd_dist_opt_step(hopt), HVD_OK);
+            TEST_EQ(hvd_dist_opt_step(dopt), HVD_OK);
+        }
+        dev_copy(back, slab, total * sizeof *back);
+        if (memcmp(back, host, total * sizeof *host) != 0) {
+            size_t i = 0;
+            while (back[i] == host[i]) i++;
+            TEST_FAIL("%s n=%d step %d: device gradient %zu is %g, host %g",
+                      what, size, step, i, back[i], host[i]);
+        }
+    }
+    TEST_EQ(hsteps, STEPS);
+    TEST_EQ(dsteps, STEPS);
+    hvd_dist_opt_free(&hopt);
+    hvd_dist_opt_free(&dopt);
+    dev->release(slab);
+    free(host);
+    free(back);
+}
+
+static void test_misuse(void)
+{
+    float host[4] = {0}, *d = NULL;
+    TEST_EQ(dev->alloc((void **)&d, sizeof host), RING_OK);
+    float *mixed[2] = {host, d};
+    const size_t two[2] = {4, 4};
+    const char *nm[2] = {"m.a", "m.b"};
+    int steps = 0;
+    hvd_dist_opt_t *opt = NULL;
+    TEST_SAYS(hvd_dist_opt_create(&opt, (hvd_optimizer_t){count_steps, &steps},
+                                  2, nm, mixed, two, NULL),
+              HVD_ERR_ARG, "all be host or all device memory");
+    TEST_TRUE(opt == NULL);
+    float params[8];
+    hvd_dist_opt_options_t shard = {1, 0, HVD_AVERAGE, params};
+    float *dev_only[2] = {d, d + 2};
+    const size_t halves[2] = {2, 2};
+    TEST_SAYS(hvd_dist_opt_create(&opt, (hvd_optimizer_t){count_steps, &steps},
+                                  2, nm, dev_only, halves, &shard),
+              HVD_ERR_ARG, "shard_params with device gradients");
+    dev->release(d);
+}
+
+static void test_broadcast_parameters(void)
+{
+    enum { N = 5000 };
+    float *h = malloc(N * sizeof *h), *d = NULL;
+    TEST_EQ(dev->alloc((void **)&d, N * sizeof *h), RING_OK);
+    for (int i = 0; i < N; i++) h[i] = (float)(rank * 1000 + i);
+    dev_copy(d, h, N * sizeof *h);
+    TEST_EQ(hvd_broadcast_parameters(d, N, 0), HVD_OK);
+    dev_copy(h, d, N * sizeof *h);
+    for (int i = 0; i < N; i++)
+        if (h[i] != (float)i) {
+            TEST_FAIL("broadcast parameter %d is %g, rank 0 has %d", i, h[i],
+                      i);
+            break;
+        }
+    dev->release(d);
+    free(h);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_dist_opt_device 1|delay:SEED|guard\n");
+        return TEST_HARD_ERROR;
+    }
+    setenv("HVD_DEVICE_EMULATE", argv[1], 1);
+    MPI_Comm oracle;
+    int status = test_hvd_start(&argc, &argv, &oracle, &rank, &size);
+    if (status != 0) return status;
+    dev = ring_dev();
+    if (!dev || dev->stream_create(&stream) != RING_OK) return TEST_HARD_ERROR;
+    compare("average", (hvd_dist_opt_options_t){1, 0, HVD_AVERAGE, NULL});
+    compare("sum", (hvd_dist_opt_options_t){1, 0, HVD_SUM, NULL});
+    compare("fp16", (hvd_dist_opt_options_t){1, 1, HVD_AVERAGE, NULL});
+    compare("passes=2 fp16",
+            (hvd_dist_opt_options_t){2, 1, HVD_AVERAGE, NULL});
+    test_misuse();
+    test_broadcast_parameters();
+    dev->stream_destroy(stream);
+    return test_hvd_finish("test_dist_opt_device", &oracle, rank, size);
+}
