@@ -78,10 +78,10 @@ static void compare(const char *what, hvd_dist_opt_options_t o)
     }
     int hsteps = 0, dsteps = 0;
     hvd_dist_opt_t *hopt = NULL, *dopt = NULL;
-    TEST_EQ(hvd_dist_opt_create(&hopt, (hvd_optimizer_t){count_steps, &hsteps},
+    TEST_EQ(hvd_dist_opt_create(&hopt, (hvd_optimizer_t){count_steps, &hsteps, NULL},
                                 NTENSORS, hn, hg, counts, &o),
             HVD_OK);
-    TEST_EQ(hvd_dist_opt_create(&dopt, (hvd_optimizer_t){count_steps, &dsteps},
+    TEST_EQ(hvd_dist_opt_create(&dopt, (hvd_optimizer_t){count_steps, &dsteps, NULL},
                                 NTENSORS, dn, dg, counts, &o),
             HVD_OK);
     for (int step = 0; step < STEPS; step++) {
@@ -128,7 +128,7 @@ static void test_misuse(void)
     const char *nm[2] = {"m.a", "m.b"};
     int steps = 0;
     hvd_dist_opt_t *opt = NULL;
-    TEST_SAYS(hvd_dist_opt_create(&opt, (hvd_optimizer_t){count_steps, &steps},
+    TEST_SAYS(hvd_dist_opt_create(&opt, (hvd_optimizer_t){count_steps, &steps, NULL},
                                   2, nm, mixed, two, NULL),
               HVD_ERR_ARG, "all be host or all device memory");
     TEST_TRUE(opt == NULL);
@@ -136,7 +136,7 @@ static void test_misuse(void)
     hvd_dist_opt_options_t shard = {1, 0, HVD_AVERAGE, params};
     float *dev_only[2] = {d, d + 2};
     const size_t halves[2] = {2, 2};
-    TEST_SAYS(hvd_dist_opt_create(&opt, (hvd_optimizer_t){count_steps, &steps},
+    TEST_SAYS(hvd_dist_opt_create(&opt, (hvd_optimizer_t){count_steps, &steps, NULL},
                                   2, nm, dev_only, halves, &shard),
               HVD_ERR_ARG, "shard_params with device gradients");
     dev->release(d);
