@@ -78,11 +78,11 @@ static void compare(const char *what, hvd_dist_opt_options_t o)
     }
     int hsteps = 0, dsteps = 0;
     hvd_dist_opt_t *hopt = NULL, *dopt = NULL;
-    TEST_EQ(hvd_dist_opt_create(&hopt, (hvd_optimizer_t){count_steps, &hsteps, NULL},
-                                NTENSORS, hn, hg, counts, &o),
+    hvd_optimizer_t hinner = {count_steps, &hsteps, NULL};
+    hvd_optimizer_t dinner = {count_steps, &dsteps, NULL};
+    TEST_EQ(hvd_dist_opt_create(&hopt, hinner, NTENSORS, hn, hg, counts, &o),
             HVD_OK);
-    TEST_EQ(hvd_dist_opt_create(&dopt, (hvd_optimizer_t){count_steps, &dsteps, NULL},
-                                NTENSORS, dn, dg, counts, &o),
+    TEST_EQ(hvd_dist_opt_create(&dopt, dinner, NTENSORS, dn, dg, counts, &o),
             HVD_OK);
     for (int step = 0; step < STEPS; step++) {
         memset(host, 0, total * sizeof *host);
@@ -127,17 +127,17 @@ static void test_misuse(void)
     const size_t two[2] = {4, 4};
     const char *nm[2] = {"m.a", "m.b"};
     int steps = 0;
+    hvd_optimizer_t inner = {count_steps, &steps, NULL};
     hvd_dist_opt_t *opt = NULL;
-    TEST_SAYS(hvd_dist_opt_create(&opt, (hvd_optimizer_t){count_steps, &steps, NULL},
-                                  2, nm, mixed, two, NULL),
+    TEST_SAYS(hvd_dist_opt_create(&opt, inner, 2, nm, mixed, two, NULL),
               HVD_ERR_ARG, "all be host or all device memory");
     TEST_TRUE(opt == NULL);
     float params[8];
     hvd_dist_opt_options_t shard = {1, 0, HVD_AVERAGE, params};
     float *dev_only[2] = {d, d + 2};
     const size_t halves[2] = {2, 2};
-    TEST_SAYS(hvd_dist_opt_create(&opt, (hvd_optimizer_t){count_steps, &steps, NULL},
-                                  2, nm, dev_only, halves, &shard),
+    TEST_SAYS(hvd_dist_opt_create(&opt, inner, 2, nm, dev_only, halves,
+                                  &shard),
               HVD_ERR_ARG, "shard_params with device gradients");
     dev->release(d);
 }
