@@ -433,6 +433,30 @@ static void test_copy_batch(void)
     free(got);
 }
 
+/* convert, float32 to each half type and back, bit for bit against the
+ * host's (ring__convert_host, the same elements), specials included. */
+static void test_convert(unsigned char *h32, unsigned char *want,
+                         unsigned char *got, char **d)
+{
+    for (int dt = RING_FLOAT16; dt <= RING_BFLOAT16; dt++) {
+        fill(h32, COUNT * 4, 77u + (unsigned)dt);
+        to_device(d[0], h32, COUNT * 4);
+        MUST(dev->convert(d[1], (ring_dtype_t)dt, d[0], RING_FLOAT32, COUNT,
+                          stream));
+        MUST(dev->convert(d[2], RING_FLOAT32, d[1], (ring_dtype_t)dt, COUNT,
+                          stream));
+        to_host(got, d[2], COUNT * 4);
+        ring__convert_host(want + COUNT * 4, (ring_dtype_t)dt, h32,
+                           RING_FLOAT32, COUNT);
+        ring__convert_host(want, RING_FLOAT32, want + COUNT * 4,
+                           (ring_dtype_t)dt, COUNT);
+        same(got, want, COUNT, RING_FLOAT32,
+             dt == RING_FLOAT16 ? "convert via f16" : "convert via bf16");
+    }
+    TEST_EQ(dev->convert(d[1], RING_INT32, d[0], RING_FLOAT32, 1, stream),
+            RING_ERR_ARG);
+}
+
 int main(int argc, char **argv)
 {
     int ndev = 0;
@@ -455,6 +479,7 @@ int main(int argc, char **argv)
     test_reduce(in[0], in[1], want, got, d);
     test_reduce_n(in, want, got, d);
     test_copy_batch();
+    test_convert(in[0], want, got, d);
     TEST_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
     for (int k = 0; k <= MAX_N; k++) MUST(dev->release(d[k]));
