@@ -277,19 +277,26 @@ static void hier_run(const bench_t *b, const void *sendbuf, void *recvbuf,
                                    b->opts.op, b->node, b->cross));
 }
 
-const bench_impl_t bench__impl_ring = {"ring", ring_unsupported, ring_run, 1};
-const bench_impl_t bench__impl_mpi = {"mpi", mpi_unsupported, mpi_run, 1};
+/* name, unsupported, run, checkable, device, model_seconds */
+const bench_impl_t bench__impl_ring = {"ring", ring_unsupported, ring_run, 1,
+                                      0, NULL};
+const bench_impl_t bench__impl_mpi = {"mpi", mpi_unsupported, mpi_run, 1, 0,
+                                     NULL};
 const bench_impl_t bench__impl_noreduce = {"noreduce", noreduce_unsupported,
-                                           noreduce_run, 0};
-const bench_impl_t bench__impl_shm = {"shm", shm_unsupported, shm_run, 1};
-const bench_impl_t bench__impl_hier = {"hier", hier_unsupported, hier_run, 1};
+                                           noreduce_run, 0, 0, NULL};
+const bench_impl_t bench__impl_shm = {"shm", shm_unsupported, shm_run, 1, 0,
+                                     NULL};
+const bench_impl_t bench__impl_hier = {"hier", hier_unsupported, hier_run, 1,
+                                      0, NULL};
 const bench_impl_t bench__impl_hiershm = {"hiershm", hier_unsupported,
-                                          shm_run, 1};
+                                          shm_run, 1, 0, NULL};
 
+/* Host implementations, then -G's (allreduce_device.c). */
 static const bench_impl_t *const impls[] = {
-    &bench__impl_ring, &bench__impl_mpi,  &bench__impl_noreduce,
-    &bench__impl_shm,  &bench__impl_hier, &bench__impl_hiershm};
-
+    &bench__impl_ring,   &bench__impl_mpi,        &bench__impl_noreduce,
+    &bench__impl_shm,    &bench__impl_hier,       &bench__impl_hiershm,
+    &bench__impl_staged, &bench__impl_staged_shm, &bench__impl_hostcopy,
+    &bench__impl_nccl};
 
 const bench_impl_t *bench__impl_named(const char *name)
 {
@@ -297,4 +304,10 @@ const bench_impl_t *bench__impl_named(const char *name)
         if (strcmp(name, impls[i]->name) == 0)
             return impls[i];
     return NULL;
+}
+
+const char *bench__impl_names(int device)
+{
+    return device ? "staged, staged_shm, mpi_hostcopy or nccl"
+                  : "ring, mpi, noreduce, shm, hier or hiershm";
 }

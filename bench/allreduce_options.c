@@ -1,6 +1,7 @@
 /* bench/allreduce_options.c: allreduce_perf's options, nccl-tests' names
  * and defaults where nccl-tests has them (-b -e -f -n -w -c -d -o), plus
- * -r, --impl, --algo and --compare; and the names of dtypes and ops, which
+ * -r, --impl, --algo, --compare and -G (--device: nccl-tests has no such
+ * flag, its buffers are always on the GPU); and the names of dtypes and ops, which
  * the options read and the table prints. A bad value is refused by name
  * (prog/prog.c's prog_bad_value), on rank 0.
  */
@@ -91,11 +92,12 @@ static const struct option long_options[] = {
     {"impl", required_argument, NULL, OPT_IMPL},
     {"algo", required_argument, NULL, OPT_ALGO},
     {"compare", no_argument, NULL, OPT_COMPARE},
+    {"device", no_argument, NULL, 'G'},
     PROG_END_LONG_OPTIONS,
 };
 
 static const prog_cli_t cli = {
-    .optstring = ":b:e:f:n:w:c:d:o:r:h",
+    .optstring = ":b:e:f:n:w:c:d:o:r:Gh",
     .long_options = long_options,
     .usage_args = BENCH_USAGE_ARGS,
     .usage_options =
@@ -118,7 +120,11 @@ static const prog_cli_t cli = {
         "      --algo ALGO          ring's algorithm: auto, ring, rdb "
         "(default auto)\n"
         "      --compare            time ring, mpi, noreduce and shm "
-        "interleaved, one table\n",
+        "interleaved, one table\n"
+        "  -G, --device             device buffers (ring_dev(): CUDA, or the "
+        "emulated device under HVD_DEVICE_EMULATE); --impl staged (default), "
+        "staged_shm, mpi_hostcopy or nccl; --compare times them all beside "
+        "the device's limit (bench/README.md)\n",
     .usage_notes =
         "SIZE is bytes with an optional K, M or G suffix (powers of 1024).\n"
         BENCH_USAGE_EXIT,
@@ -172,8 +178,9 @@ static int parse_name_opt(int opt, const char *arg, bench_opts_t *o)
     case OPT_IMPL:
         if ((o->impl = bench__impl_named(arg)) == NULL)
             return prog_bad_value(lo, opt, arg,
-                                   "expected ring, mpi, noreduce, shm, "
-                                   "hier or hiershm");
+                                  "expected ring, mpi, noreduce, shm, "
+                                  "hier or hiershm (with -G: staged, "
+                                  "staged_shm, mpi_hostcopy or nccl)");
         return 0;
     default: /* OPT_ALGO */
         if (ring_algo_parse(arg, &o->algo) != RING_OK)
@@ -205,6 +212,12 @@ static int check_opts(const bench_opts_t *o, int impl_given, int compare)
         why = "-e/--maxbytes is smaller than -b/--minbytes";
     else if (compare && impl_given)
         why = "--compare runs ring, mpi, noreduce and shm: drop --impl";
+    else if (o->impl != NULL && o->impl->device != o->device)
+        return prog_refuse("--impl %s %s: with%s -G, --impl takes %s",
+                           o->impl->name,
+                           o->device ? "runs on host buffers"
+                                     : "runs on device buffers (-G)",
+                           o->device ? "" : "out", bench__impl_names(o->device));
     else if (o->op == RING_AVERAGE && !dtype_is_float(o->dtype))
         why = "-o avg needs a floating-point -d (float, double, half, "
               "bfloat16)";
@@ -224,11 +237,14 @@ int bench__parse_options(int argc, char **argv, bench_opts_t *o)
     while ((opt = prog_getopt(argc, argv, &cli)) >= 0) {
         impl_given |= opt == OPT_IMPL;
         compare |= opt == OPT_COMPARE;
-        if (opt != OPT_COMPARE && parse_one(opt, optarg, o) != 0)
+        o->device |= opt == 'G';
+        if (opt != OPT_COMPARE && opt != 'G' && parse_one(opt, optarg, o) != 0)
             return -1;
     }
     if (opt != PROG_OPT_END)
         return opt == PROG_OPT_HELP ? 1 : -1;
+    if (o->device && !impl_given)
+        o->impl = &bench__impl_staged;
     if (compare)
         o->impl = NULL;
     return check_opts(o, impl_given, compare);

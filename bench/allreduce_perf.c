@@ -27,8 +27,15 @@
  * every dtype and the check is `==` against a result each rank computes
  * alone. Checks run after the timed loops, never inside them.
  *
- * Left out: CUDA device buffers (host memory only), several threads or
- * devices per rank, and nccl-tests' CSV and CUDA-graph modes.
+ * -G (--device) runs the same loop on device buffers (ring_dev(): CUDA or
+ * the emulated device) with the device's implementations: staged,
+ * staged_shm, mpi_hostcopy, nccl, and a computed limit
+ * (bench/allreduce_device.c says what each is). The implementations get
+ * callsend and callrecv, device buffers then; inputs go up and results
+ * come back for the check through bench__copy, outside the timed loops.
+ *
+ * Left out: several threads or devices per rank, and nccl-tests' CSV and
+ * CUDA-graph modes.
  *
  * This file holds the size loop, timing and checking, the header, set-up
  * and main; bench/allreduce_perf.h says where the rest is.
@@ -46,6 +53,16 @@
 
 /* ---- one measurement: an implementation, in place or not, at one size ---- */
 
+void bench__copy(const bench_t *b, void *dst, const void *src, size_t nbytes)
+{
+    if (b->gpu.dev == NULL) {
+        memcpy(dst, src, nbytes);
+        return;
+    }
+    RING_CHECK(b->gpu.dev->copy(dst, src, nbytes, b->gpu.stream));
+    RING_CHECK(b->gpu.dev->stream_sync(b->gpu.stream));
+}
+
 /* Seconds per call on this rank: warm-up calls, a barrier so that all ranks
  * start together, then the timed calls. In-place data starts as the inputs
  * each time; the timed calls then reduce it again and again, as in
@@ -53,16 +70,18 @@
 static double time_calls(const bench_t *b, const measurement_t *m,
                          size_t count)
 {
-    const void *src = m->in_place ? b->recvbuf : b->sendbuf;
+    const void *src = m->in_place ? b->callrecv : b->callsend;
 
+    if (m->impl->model_seconds != NULL)
+        return m->impl->model_seconds(b, count);
     if (m->in_place)
-        memcpy(b->recvbuf, b->sendbuf, count * b->elsize);
+        bench__copy(b, b->callrecv, b->callsend, count * b->elsize);
     for (int i = 0; i < b->opts.loop.warmup_iters; i++)
-        m->impl->run(b, src, b->recvbuf, count);
+        m->impl->run(b, src, b->callrecv, count);
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     double start_s = MPI_Wtime();
     for (int i = 0; i < b->opts.loop.iters; i++)
-        m->impl->run(b, src, b->recvbuf, count);
+        m->impl->run(b, src, b->callrecv, count);
     return (MPI_Wtime() - start_s) / b->opts.loop.iters;
 }
 
@@ -76,18 +95,25 @@ static void poison_recvbuf(const bench_t *b, size_t count)
                     prog_value_load(b->expected, i, b->opts.dtype) + 1.0);
 }
 
-/* One untimed call from fresh inputs; returns this rank's wrong elements. */
+/* One untimed call from fresh inputs; returns this rank's wrong elements.
+ * With -G the poison goes up and the results come back to recvbuf. */
 static int64_t check_once(const bench_t *b, const measurement_t *m,
                           size_t count)
 {
     char what[64];
-    const void *src = m->in_place ? b->recvbuf : b->sendbuf;
+    const void *src = m->in_place ? b->callrecv : b->callsend;
+    size_t nbytes = count * b->elsize;
 
-    if (m->in_place)
-        memcpy(b->recvbuf, b->sendbuf, count * b->elsize);
-    else
+    if (m->in_place) {
+        bench__copy(b, b->callrecv, b->callsend, nbytes);
+    } else {
         poison_recvbuf(b, count);
-    m->impl->run(b, src, b->recvbuf, count);
+        if (b->callrecv != b->recvbuf)
+            bench__copy(b, b->callrecv, b->recvbuf, nbytes);
+    }
+    m->impl->run(b, src, b->callrecv, count);
+    if (b->callrecv != b->recvbuf)
+        bench__copy(b, b->recvbuf, b->callrecv, nbytes);
     snprintf(what, sizeof what, "%s %s", m->impl->name,
              m->in_place ? "in-place" : "out-of-place");
     return bench__count_wrong(b, what, count);
@@ -136,6 +162,8 @@ static void bench_size(const bench_t *b, measurement_t *ms, int nms,
     for (int i = 0; i < nms; i++)
         ms[i].skipped = ms[i].impl->unsupported(b, count);
     bench__fill_inputs(b, count);
+    if (b->callsend != b->sendbuf)
+        bench__copy(b, b->callsend, b->sendbuf, count * b->elsize);
     time_all(b, ms, nms, count);
     check_all(b, ms, nms, count);
 }
@@ -153,6 +181,19 @@ static int plan_measurements(const bench_t *b, measurement_t *ms)
         ms[0] = measured(b->opts.impl, 0);
         ms[1] = measured(b->opts.impl, 1);
         return 2;
+    }
+    if (b->opts.device) {
+        ms[GCMP_STAGED_OOP] = measured(&bench__impl_staged, 0);
+        ms[GCMP_STAGED_IP] = measured(&bench__impl_staged, 1);
+        ms[GCMP_SHM_OOP] = measured(&bench__impl_staged_shm, 0);
+        ms[GCMP_SHM_IP] = measured(&bench__impl_staged_shm, 1);
+        ms[GCMP_HOSTCOPY_OOP] = measured(&bench__impl_hostcopy, 0);
+        ms[GCMP_HOSTCOPY_IP] = measured(&bench__impl_hostcopy, 1);
+        ms[GCMP_IPC_IP] = measured(&bench__impl_ipc, 1);
+        ms[GCMP_NCCL_OOP] = measured(&bench__impl_nccl, 0);
+        ms[GCMP_NCCL_IP] = measured(&bench__impl_nccl, 1);
+        ms[GCMP_LIMIT] = measured(&bench__impl_limit, 1);
+        return GCMP_COUNT;
     }
     ms[CMP_RING_OOP] = measured(&bench__impl_ring, 0);
     ms[CMP_RING_IP] = measured(&bench__impl_ring, 1);
@@ -180,6 +221,8 @@ static void run_sizes(const bench_t *b, summary_t *s)
                 bench__print_wrong_details(ms, nms, used_nbytes);
                 if (o->impl != NULL)
                     bench__print_single_row(b, ms, used_nbytes, count);
+                else if (o->device)
+                    bench__print_device_row(b, ms, used_nbytes, count, s);
                 else
                     bench__print_compare_row(b, ms, used_nbytes, count, s);
                 fflush(stdout);
@@ -198,7 +241,11 @@ static void print_impl_line(const bench_t *b)
     const bench_opts_t *o = &b->opts;
     const char *algo = ring_algo_name(o->algo);
 
-    if (o->impl == NULL)
+    if (o->impl == NULL && o->device)
+        printf("# Compare: per size and round, timed in this order: staged, "
+               "staged_shm, mpi_hostcopy out-of-place, in-place; ipc "
+               "in-place; nccl out-of-place, in-place; limit computed\n");
+    else if (o->impl == NULL)
         printf("# Compare: per size and round, timed in this order: ring "
                "(algo %s) out-of-place, in-place; MPI_Allreduce out-of-place, "
                "in-place; noreduce in-place; shm out-of-place, in-place\n",
@@ -214,13 +261,16 @@ static void print_impl_line(const bench_t *b)
     else if (o->impl == &bench__impl_hiershm)
         printf("# Impl: hiershm (ring_shm_allreduce_hier: hier with the "
                "node's stages through shared memory)\n");
+    else if (o->impl->device)
+        printf("# Impl: %s (device buffers)\n", o->impl->name);
     else if (o->impl == &bench__impl_noreduce)
         printf("# Impl: noreduce (the ring's 2(n-1) messages, no reduction, "
                "nothing to check)\n");
     else
         printf("# Impl: shm (ring_shm_allreduce: blocks reduced straight "
                "from the other ranks' memory)\n");
-    if ((o->impl == NULL || o->impl == &bench__impl_mpi) &&
+    if ((o->impl == NULL || o->impl == &bench__impl_mpi ||
+         o->impl == &bench__impl_hostcopy) &&
         o->op == RING_AVERAGE)
         printf("# MPI has no average: mpi is MPI_SUM, then a division by %d "
                "on each rank (timed)\n", b->nranks);
@@ -249,8 +299,11 @@ static void print_header(const bench_t *b)
         printf("# algbw = size / time (1 GB = 1e9 B); busbw = algbw * "
                "2(n-1)/n\n");
         bench_print_mpi_version();
-        printf("#\n");
     }
+    if (o->device)
+        bench__device_print_header(b);
+    if (b->rank == 0)
+        printf("#\n");
     bench_print_rank_map(MPI_COMM_WORLD);
 }
 
@@ -263,7 +316,9 @@ static void alloc_buffers(bench_t *b)
     if (nbytes == 0)
         nbytes = b->elsize; /* every size is skipped; keep malloc simple */
     b->sendbuf = malloc(nbytes);
-    if (b->shm)
+    if (b->opts.device)
+        b->recvbuf = malloc(nbytes);
+    else if (b->shm)
         RING_CHECK(ring_shm_slab(b->shm, (void **)&b->recvbuf, NULL));
     else
         b->recvbuf = malloc(nbytes);
@@ -271,6 +326,10 @@ static void alloc_buffers(bench_t *b)
     if (b->sendbuf == NULL || b->recvbuf == NULL || b->expected == NULL)
         bench_die_nomem("3 buffers of -e/--maxbytes each (lower it)",
                         3 * nbytes);
+    b->callsend = b->sendbuf;
+    b->callrecv = b->recvbuf;
+    if (b->opts.device)
+        bench__device_setup(b, nbytes);
 }
 
 /* The shared window for shm, when it runs and every rank is on this node;
@@ -280,7 +339,8 @@ static void make_shm(bench_t *b)
     MPI_Comm node;
     int node_size;
 
-    if (b->opts.impl != NULL && b->opts.impl != &bench__impl_shm)
+    if (b->opts.device ||
+        (b->opts.impl != NULL && b->opts.impl != &bench__impl_shm))
         return;
     MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
                                   MPI_INFO_NULL, &node));
@@ -325,6 +385,7 @@ static void make_hier(bench_t *b)
 
 static void free_buffers(bench_t *b)
 {
+    bench__device_free(b);
     if (b->node != MPI_COMM_NULL)
         MPI_CHECK(MPI_Comm_free(&b->node));
     if (b->cross != MPI_COMM_NULL)
@@ -353,6 +414,18 @@ static int whole_run_unsupported(const bench_t *b)
     return 1;
 }
 
+/* -G with no device: every rank sees the same ring_dev(), so all stop. */
+static int no_device(const bench_t *b)
+{
+    if (!b->opts.device || ring_dev() != NULL)
+        return 0;
+    if (b->rank == 0)
+        fprintf(stderr, "allreduce_perf: -G: no device: no GPU visible in "
+                "this CUDA build (or HVD_DEVICE_EMULATE for the emulated "
+                "one)\n");
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     bench_t b = {0};
@@ -366,28 +439,29 @@ int main(int argc, char **argv)
     bench_identify("allreduce_perf", b.rank);
 
     int rc = bench__parse_options(argc, argv, &b.opts);
-    if (rc != 0) {
+    if (rc != 0 || no_device(&b)) {
         MPI_CHECK(MPI_Finalize());
         return rc > 0 ? 0 : 2;
     }
     b.elsize = ring_dtype_size(b.opts.dtype);
     make_shm(&b);
     make_hier(&b);
-    print_header(&b);
-    if (whole_run_unsupported(&b)) {
-        MPI_CHECK(MPI_Finalize());
-        return 0;
-    }
+    /* Before the header: -G's set-up finds what the header reports. */
     alloc_buffers(&b);
-    if (b.rank == 0) {
-        if (b.opts.impl != NULL)
-            bench__print_single_header();
-        else
-            bench__print_compare_header();
+    print_header(&b);
+    if (!whole_run_unsupported(&b)) {
+        if (b.rank == 0) {
+            if (b.opts.impl != NULL)
+                bench__print_single_header();
+            else if (b.opts.device)
+                bench__print_device_header();
+            else
+                bench__print_compare_header();
+        }
+        run_sizes(&b, &summary);
+        if (b.rank == 0)
+            bench__print_footer(&b, &summary);
     }
-    run_sizes(&b, &summary);
-    if (b.rank == 0)
-        bench__print_footer(&b, &summary);
     free_buffers(&b);
     MPI_CHECK(MPI_Finalize());
     return summary.nwrong > 0 ? 1 : 0;

@@ -10,6 +10,11 @@
  *   allreduce_options.c  the options, and the names of dtypes and ops
  *   allreduce_impls.c    inputs, expected results, the implementations
  *   allreduce_report.c   the table's rows and the footer
+ *   allreduce_device.c   -G: device buffers, the device implementations,
+ *                        the limit and who shares a GPU
+ *   allreduce_cuda.c     -G on CUDA: each rank's GPU and its PCI bus id
+ *                        (CUDA builds only; the CUDA runtime is here)
+ *   allreduce_nccl.c     -G's nccl column (NCCL builds only)
  */
 #ifndef HVD_BENCH_ALLREDUCE_PERF_H
 #define HVD_BENCH_ALLREDUCE_PERF_H
@@ -34,7 +39,28 @@ typedef struct {
     ring_op_t op;
     ring_algo_t algo;
     const bench_impl_t *impl; /* NULL with --compare: all of them */
+    int device;               /* -G: device buffers (allreduce_device.c) */
 } bench_opts_t;
+
+/* -G's state (allreduce_device.c); all zero in host mode. */
+typedef struct {
+    const ring_dev_t *dev;  /* ring_dev() */
+    ring_stream_t *stream;  /* the benchmark's own copies */
+    char *hostcopy;         /* mpi_hostcopy's plain malloc'ed buffer */
+    ring_ctx_t *ctx_ring;   /* staged: RING_INTRANODE_RING */
+    ring_ctx_t *ctx_shm;    /* staged_shm: the default context */
+    char key[336];          /* this rank's device: host and PCI bus id or
+                               ordinal */
+    int ndevices;           /* distinct keys over all ranks */
+    int one_node;           /* 1: every rank on this node */
+    /* limit: with every rank on one device (ndevices == 1), the device's
+     * copy bandwidth, bytes read plus written per second; with a device
+     * per rank on one node, the peer-to-peer copy bandwidth; 0: n/a. */
+    double limit_bps;
+    char limit_how[256];    /* what limit_bps is, or why it is n/a */
+    const char *nccl_why;   /* why nccl is left out; NULL: it runs */
+    void *nccl;             /* allreduce_nccl.c's communicator and stream */
+} bench_gpu_t;
 
 typedef struct {
     bench_opts_t opts;
@@ -46,6 +72,10 @@ typedef struct {
     char *expected;    /* what recvbuf must hold after one call */
     ring_shm_t *shm;   /* NULL when shm is not run, or cannot be */
     MPI_Comm node, cross; /* hier's; MPI_COMM_NULL when it cannot run */
+    /* What the implementations get: sendbuf and recvbuf, or with -G
+     * device buffers that the checks reach through copies. */
+    char *callsend, *callrecv;
+    bench_gpu_t gpu;
 } bench_t;
 
 /* One implementation: whether it can run a call, and the call itself. */
@@ -58,11 +88,14 @@ struct bench_impl {
     void (*run)(const bench_t *b, const void *sendbuf, void *recvbuf,
                 size_t count);
     int checkable; /* noreduce moves data without reducing: nothing to check */
+    int device;    /* 1: runs on device buffers (-G) */
+    /* Not NULL: a bound, computed rather than timed (limit); run is NULL. */
+    double (*model_seconds)(const bench_t *b, size_t count);
 };
 
 /* ---- one measurement: an implementation, in place or not, at one size ---- */
 
-#define MAX_MEASUREMENTS 8
+#define MAX_MEASUREMENTS 12
 
 typedef struct {
     const bench_impl_t *impl;
@@ -75,6 +108,13 @@ typedef struct {
 /* --compare: which measurement is which, in the order they are timed. */
 enum { CMP_RING_OOP, CMP_RING_IP, CMP_MPI_OOP, CMP_MPI_IP, CMP_NOREDUCE_IP,
        CMP_SHM_OOP, CMP_SHM_IP, CMP_COUNT };
+/* -G --compare: the same, on device buffers. */
+enum { GCMP_STAGED_OOP, GCMP_STAGED_IP, GCMP_SHM_OOP, GCMP_SHM_IP,
+       GCMP_HOSTCOPY_OOP, GCMP_HOSTCOPY_IP, GCMP_IPC_IP, GCMP_NCCL_OOP,
+       GCMP_NCCL_IP, GCMP_LIMIT, GCMP_COUNT };
+/* -G --compare's ratio columns, kept for the footer. */
+enum { GRATIO_STAGED_HOSTCOPY, GRATIO_IPC_LIMIT, GRATIO_IPC_STAGED,
+       GRATIO_IPC_NCCL, GRATIO_COUNT };
 
 /* Sizes grow by a factor >= 2 and fit a size_t: at most 64 of them. */
 #define MAX_SIZES 64
@@ -89,6 +129,10 @@ typedef struct {
     int nratio_ip, nratio_oop, nratio_lim;
     double shm_lim[MAX_SIZES], shm_ring[MAX_SIZES], shm_mpi[MAX_SIZES];
     int nshm_lim, nshm_ring, nshm_mpi;
+    /* -G --compare: in-place ratios per GRATIO_ column, at the sizes the
+     * column's target is for */
+    double gratio[GRATIO_COUNT][MAX_SIZES];
+    int ngratio[GRATIO_COUNT];
 } summary_t;
 
 /* ---- allreduce_options.c ---- */
@@ -106,6 +150,14 @@ extern const bench_impl_t bench__impl_ring, bench__impl_mpi,
     bench__impl_hiershm;
 /* The implementation called `name` (--impl), or NULL. */
 const bench_impl_t *bench__impl_named(const char *name);
+/* "ring, mpi, ..." or "staged, ...": the names --impl takes without or
+ * with -G. */
+const char *bench__impl_names(int device);
+
+/* The buffers the implementations get (callsend, callrecv): nbytes from
+ * src to dst, host or device either side, done when it returns. */
+void bench__copy(const bench_t *b, void *dst, const void *src,
+                 size_t nbytes);
 
 /* sendbuf's first count elements: this rank's inputs. */
 void bench__fill_inputs(const bench_t *b, size_t count);
@@ -114,6 +166,32 @@ void bench__fill_expected(const bench_t *b, size_t count);
 /* Elements of recvbuf that differ from expected; the first one is printed,
  * so a failure says where and what. */
 int64_t bench__count_wrong(const bench_t *b, const char *what, size_t count);
+
+/* ---- allreduce_device.c (-G) ---- */
+
+extern const bench_impl_t bench__impl_staged, bench__impl_staged_shm,
+    bench__impl_hostcopy, bench__impl_ipc, bench__impl_limit,
+    bench__impl_nccl;
+/* Collective. Exits the whole run with 2 when there is no device (rank 0
+ * says why); else allocates callsend and callrecv on the device, makes
+ * the contexts, finds who shares a device, measures the limit and sets
+ * up nccl. */
+void bench__device_setup(bench_t *b, size_t nbytes);
+void bench__device_free(bench_t *b);
+/* The header's device lines (rank 0 prints; collective: the rank map). */
+void bench__device_print_header(const bench_t *b);
+
+/* ---- allreduce_cuda.c (CUDA builds) and allreduce_nccl.c (NCCL) ---- */
+
+/* Selects local_rank's GPU (modulo the visible ones) and writes its PCI
+ * bus id to key. RING_OK, or RING_ERR_CUDA after saying why. */
+int bench__cuda_select(int local_rank, char *key, size_t len);
+/* NULL when nccl can run (b->gpu.nccl set), else why not: the same on
+ * every rank. Collective; after bench__cuda_select. */
+const char *bench__nccl_setup(bench_t *b);
+void bench__nccl_free(bench_t *b);
+void bench__nccl_run(const bench_t *b, const void *sendbuf, void *recvbuf,
+                     size_t count);
 
 /* ---- allreduce_report.c (rank 0 prints) ---- */
 
@@ -127,6 +205,10 @@ void bench__print_single_row(const bench_t *b, const measurement_t *ms,
 void bench__print_compare_header(void);
 void bench__print_compare_row(const bench_t *b, const measurement_t *ms,
                               size_t nbytes, size_t count, summary_t *s);
+/* -G --compare: GCMP_COUNT measurements, in the order of the GCMP_ enum. */
+void bench__print_device_header(void);
+void bench__print_device_row(const bench_t *b, const measurement_t *ms,
+                             size_t nbytes, size_t count, summary_t *s);
 void bench__print_wrong_details(const measurement_t *ms, int nms,
                                 size_t nbytes);
 void bench__print_footer(const bench_t *b, summary_t *s);

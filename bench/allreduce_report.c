@@ -2,11 +2,13 @@
  * nccl-tests' layout: one row per size (time, algbw, busbw and #wrong out
  * of place and in place; with --compare each implementation's busbw and
  * the ratios between them), then the averages, and with --compare how
- * often and by how much ours won.
+ * often and by how much ours won. -G --compare's table is drawn from a
+ * list of its columns (gcols), busbw and ratios alike.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench/allreduce_perf.h"
 
@@ -174,6 +176,91 @@ void bench__print_compare_row(const bench_t *b, const measurement_t *ms,
     printf("  %6s\n", wrong_text);
 }
 
+/* ---- -G --compare: the device table, one entry per column ---- */
+
+typedef struct {
+    const char *label;
+    int ours;          /* a GCMP_ measurement: its busbw, or the ratio's top */
+    int theirs;        /* -1: a busbw column; else ratio ours / theirs */
+    int gratio;        /* GRATIO_ kept for the footer, -1: none */
+    size_t from_nbytes; /* the sizes the target is for */
+    double target;     /* issue 22's target for the ratio */
+    const char *from_text;
+} gcol_t;
+
+static const gcol_t gcols[] = {
+    {"staged", GCMP_STAGED_IP, -1, -1, 0, 0, NULL},
+    {"staged_shm", GCMP_SHM_IP, -1, -1, 0, 0, NULL},
+    {"mpi_hostcopy", GCMP_HOSTCOPY_IP, -1, -1, 0, 0, NULL},
+    {"ipc", GCMP_IPC_IP, -1, -1, 0, 0, NULL},
+    {"nccl", GCMP_NCCL_IP, -1, -1, 0, 0, NULL},
+    {"limit", GCMP_LIMIT, -1, -1, 0, 0, NULL},
+    {"staged/mpi_hostcopy", GCMP_STAGED_IP, GCMP_HOSTCOPY_IP,
+     GRATIO_STAGED_HOSTCOPY, 1u << 20, 1.5, "from 1 MiB"},
+    {"ipc/limit", GCMP_IPC_IP, GCMP_LIMIT, GRATIO_IPC_LIMIT, 64u << 20, 0.6,
+     "from 64 MiB"},
+    {"ipc/staged", GCMP_IPC_IP, GCMP_STAGED_IP, GRATIO_IPC_STAGED, 64u << 20,
+     5.0, "from 64 MiB"},
+    {"ipc/nccl", GCMP_IPC_IP, GCMP_NCCL_IP, GRATIO_IPC_NCCL, 1u << 20, 1.0,
+     "from 1 MiB, a GPU per rank"},
+    {"staged_oop", GCMP_STAGED_OOP, -1, -1, 0, 0, NULL},
+    {"staged_shm_oop", GCMP_SHM_OOP, -1, -1, 0, 0, NULL},
+    {"mpi_hostcopy_oop", GCMP_HOSTCOPY_OOP, -1, -1, 0, 0, NULL},
+    {"nccl_oop", GCMP_NCCL_OOP, -1, -1, 0, 0, NULL},
+};
+
+#define NGCOLS (sizeof gcols / sizeof gcols[0])
+
+static int gcol_width(const gcol_t *c)
+{
+    int len = (int)strlen(c->label);
+    return len > 7 ? len : 7;
+}
+
+void bench__print_device_header(void)
+{
+    printf("# busbw in GB/s, in place unless _oop; a/b: busbw ratio (b's "
+           "time / a's time); limit: bench/README.md\n");
+    printf("# %10s  %12s  %8s  %6s", "size", "count", "type", "redop");
+    for (size_t i = 0; i < NGCOLS; i++)
+        printf("  %*s", gcol_width(&gcols[i]), gcols[i].label);
+    printf("  %6s\n", "#wrong");
+}
+
+void bench__print_device_row(const bench_t *b, const measurement_t *ms,
+                             size_t nbytes, size_t count, summary_t *s)
+{
+    int64_t nwrong = -1;
+    char wrong_text[32];
+
+    print_row_start(b, nbytes, count);
+    for (size_t i = 0; i < NGCOLS; i++) {
+        const gcol_t *c = &gcols[i];
+        const measurement_t *ours = &ms[c->ours];
+        int width = gcol_width(c);
+        if (c->theirs < 0) {
+            print_busbw(b, ours, nbytes, width);
+            continue;
+        }
+        const measurement_t *theirs = &ms[c->theirs];
+        if (ours->skipped != NULL || theirs->skipped != NULL ||
+            ours->seconds <= 0) {
+            printf("  %*s", width, "n/a");
+            continue;
+        }
+        double ratio = theirs->seconds / ours->seconds;
+        printf("  %*.2f", width, ratio);
+        int *n = &s->ngratio[c->gratio];
+        if (nbytes >= c->from_nbytes && *n < MAX_SIZES)
+            s->gratio[c->gratio][(*n)++] = ratio;
+    }
+    for (int i = 0; i < GCMP_COUNT; i++)
+        if (ms[i].nwrong >= 0)
+            nwrong = (nwrong < 0 ? 0 : nwrong) + ms[i].nwrong;
+    format_wrong(wrong_text, sizeof wrong_text, nwrong);
+    printf("  %6s\n", wrong_text);
+}
+
 /* Names each measurement that had wrong elements: the row's #wrong column
  * sums them all. */
 void bench__print_wrong_details(const measurement_t *ms, int nms,
@@ -247,6 +334,36 @@ static void print_median(const char *label, double *ratios, int n)
         printf("n/a\n");
 }
 
+/* -G --compare: the means, then each ratio against issue 22's target. */
+static void print_device_footer(summary_t *s)
+{
+    print_mean_busbw(s, "Avg bus bandwidth", GCMP_STAGED_OOP, GCMP_STAGED_IP,
+                     "0");
+    print_mean_busbw(s, "Avg busbw staged_shm", GCMP_SHM_OOP, GCMP_SHM_IP,
+                     "n/a");
+    print_mean_busbw(s, "Avg busbw mpi_hostcopy", GCMP_HOSTCOPY_OOP,
+                     GCMP_HOSTCOPY_IP, "n/a");
+    print_mean_busbw(s, "Avg busbw ipc", GCMP_IPC_IP, GCMP_IPC_IP, "n/a");
+    print_mean_busbw(s, "Avg busbw nccl", GCMP_NCCL_OOP, GCMP_NCCL_IP, "n/a");
+    print_mean_busbw(s, "Avg busbw limit", GCMP_LIMIT, GCMP_LIMIT, "n/a");
+    for (size_t i = 0; i < NGCOLS; i++) {
+        const gcol_t *c = &gcols[i];
+        if (c->gratio < 0)
+            continue;
+        double *v = s->gratio[c->gratio];
+        int n = s->ngratio[c->gratio];
+        printf("# %-20s : ", c->label);
+        if (n == 0)
+            printf("n/a");
+        else
+            printf("median %.2f in-place %s, %d of %d sizes >= %.1f",
+                   median(v, n), c->from_text, count_at_least(v, n, c->target),
+                   n, c->target);
+        printf(" (issue 22: >= %.1f %s)\n", c->target, c->from_text);
+    }
+    printf("#\n");
+}
+
 void bench__print_footer(const bench_t *b, summary_t *s)
 {
     int compare = b->opts.impl == NULL;
@@ -256,6 +373,10 @@ void bench__print_footer(const bench_t *b, summary_t *s)
     if (!compare) {
         print_mean_busbw(s, "Avg bus bandwidth", 0, 1, "0");
         printf("#\n");
+        return;
+    }
+    if (b->opts.device) {
+        print_device_footer(s);
         return;
     }
     /* The nccl-tests line is ours, so scripts reading it see our figure;

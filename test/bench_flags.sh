@@ -8,7 +8,9 @@
 # scripts/test and install-deps with arguments, quickstart and
 # examples/slurm/ passing a bad flag to train_fmnist, compare_torch.sh
 # without what it needs, and the test scripts' bad input and environment;
-# each stops before any install.
+# each stops before any install. One run that is not a refusal:
+# allreduce_perf -G --compare at np=2 on the emulated device, its columns
+# and its check.
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # shellcheck source=test/script_lib.sh
 . "${srcdir:-.}/test/script_lib.sh"
@@ -125,6 +127,59 @@ if (ulimit -v 3000000) 2> /dev/null; then
 else
     echo "note: this shell has no ulimit -v; allreduce_perf out of memory" \
         "is not tried"
+fi
+
+# -G with no device: no emulation, and no GPU seen even on a GPU node
+# (by hand, as `with` takes one variable).
+cvd_old=${CUDA_VISIBLE_DEVICES-} cvd_set=${CUDA_VISIBLE_DEVICES+set}
+CUDA_VISIBLE_DEVICES=''
+export CUDA_VISIBLE_DEVICES
+with HVD_DEVICE_EMULATE=0 expect_refused "allreduce_perf: -G: no device: \
+no GPU visible in this CUDA build (or HVD_DEVICE_EMULATE for the emulated \
+one)" $ar -G
+if test "$cvd_set" = set; then
+    CUDA_VISIBLE_DEVICES=$cvd_old
+else
+    unset CUDA_VISIBLE_DEVICES
+fi
+expect_refused "allreduce_perf: --impl mpi runs on host buffers: with -G, \
+--impl takes staged, staged_shm, mpi_hostcopy or nccl" $ar -G --impl mpi
+expect_refused "allreduce_perf: --impl staged runs on device buffers (-G): \
+without -G, --impl takes ring" $ar --impl staged
+
+# -G --compare on the emulated device (guard: host code that touches device
+# memory faults), np=2, three small sizes: exit 0, every column named in
+# the table's header, each row checked with nothing wrong, and the
+# columns that run here (staged, staged_shm, mpi_hostcopy, limit) numbers.
+# run_spec: the spec's run, output to $dir/out, its exit status in $status
+# (`with` returns its own).
+run_spec() {
+    sh "${srcdir:-.}/test/mpirun.sh" "$dir/spec" > "$dir/out" 2>&1
+    status=$?
+}
+echo "2 $ar -G --compare -b 1K -e 64K -f 8 -n 2 -w 1" > "$dir/spec"
+with HVD_DEVICE_EMULATE=guard run_spec
+case $status in 77 | 99) cat "$dir/out" >&2; exit $status ;; esac
+header=$(grep '^# *size ' "$dir/out")
+missing=''
+for col in staged staged_shm mpi_hostcopy ipc nccl limit \
+    staged/mpi_hostcopy ipc/limit ipc/staged ipc/nccl staged_oop \
+    staged_shm_oop mpi_hostcopy_oop nccl_oop '#wrong'; do
+    case " $header " in *" $col "*) ;; *) missing="$missing $col" ;; esac
+done
+# Rows: size count type redop staged staged_shm mpi_hostcopy ipc nccl
+# limit ... #wrong.
+rows=$(awk '$1 ~ /^[0-9]+$/ && $3 == "float" && $NF == "0" && \
+    $5 != "n/a" && $6 != "n/a" && $7 != "n/a" && $10 != "n/a" { n++ }
+    END { print n + 0 }' "$dir/out")
+if test $status -ne 0 || test -n "$missing" || test "$rows" != 3 ||
+    ! grep -q -F "# Out of bounds values : 0 OK" "$dir/out" ||
+    ! grep -q -F "# Device: device=emulated" "$dir/out"; then
+    cat "$dir/out" >&2
+    echo "FAIL: allreduce_perf -G --compare (emulated, np=2): exited" \
+        "$status (want 0), columns missing:${missing:- none}, $rows good" \
+        "rows of 3" >&2
+    rc=1
 fi
 
 # ---- examples/synthetic_benchmark, bench/model_perf, bench/cross_core:
