@@ -6,13 +6,14 @@
  *
  *   staged        ring_ctx_allreduce with intranode RING: the host ring
  *                 over MPI, staged through pinned memory (ring/staged.c);
- *   staged_shm    ring_ctx_allreduce with the default context: staged,
- *                 through the shared window within a node;
+ *   ipc           ring_ctx_allreduce with the default context: within a
+ *                 node each rank reduces its block reading every rank's
+ *                 device memory (ring/ipc.c; staged through the shared
+ *                 window under HVD_RING_IPC=off, or where IPC cannot
+ *                 open);
  *   mpi_hostcopy  what users write by hand, and what Open MPI's CUDA
  *                 collective does: the whole input to a plain host buffer,
  *                 MPI_Allreduce, the whole result back, no overlap;
- *   ipc           RESERVED for the CUDA IPC path (being built in ring/):
- *                 its column reads n/a until then;
  *   nccl          ncclAllReduce (allreduce_nccl.c; NCCL builds, one GPU
  *                 per rank: NCCL refuses ranks that share one);
  *   limit         not timed but computed: with every rank on one device,
@@ -57,8 +58,8 @@ static void staged_run(const bench_t *b, const void *sendbuf, void *recvbuf,
                                   b->opts.dtype, b->opts.op));
 }
 
-static void staged_shm_run(const bench_t *b, const void *sendbuf,
-                           void *recvbuf, size_t count)
+static void ipc_run(const bench_t *b, const void *sendbuf, void *recvbuf,
+                    size_t count)
 {
     RING_CHECK(ring_ctx_allreduce(b->gpu.ctx_shm, sendbuf, recvbuf, count,
                                   b->opts.dtype, b->opts.op));
@@ -80,18 +81,6 @@ static void hostcopy_run(const bench_t *b, const void *sendbuf, void *recvbuf,
     bench__copy(b, b->gpu.hostcopy, sendbuf, nbytes);
     bench__impl_mpi.run(b, b->gpu.hostcopy, b->gpu.hostcopy, count);
     bench__copy(b, recvbuf, b->gpu.hostcopy, nbytes);
-}
-
-/* ---- ipc: RESERVED. The CUDA IPC allreduce (each rank's kernel reduces
- * its block reading every peer's device memory) is being built in ring/.
- * When it lands: its run calls it (a context that forces it), ipc_run
- * replaces NULL below, ipc_unsupported returns NULL where it can run,
- * and bench__impl_named's table (allreduce_impls.c) lists it. ---- */
-static const char *ipc_unsupported(const bench_t *b, size_t count)
-{
-    (void)b;
-    (void)count;
-    return "the CUDA IPC path is not built yet";
 }
 
 static const char *nccl_unsupported(const bench_t *b, size_t count)
@@ -133,13 +122,11 @@ static double limit_seconds(const bench_t *b, size_t count)
 /* name, unsupported, run, checkable, device, model_seconds */
 const bench_impl_t bench__impl_staged = {"staged", runs_always, staged_run,
                                          1, 1, NULL};
-const bench_impl_t bench__impl_staged_shm = {"staged_shm", runs_always,
-                                             staged_shm_run, 1, 1, NULL};
+const bench_impl_t bench__impl_ipc = {"ipc", runs_always, ipc_run, 1, 1,
+                                      NULL};
 const bench_impl_t bench__impl_hostcopy = {"mpi_hostcopy",
                                            hostcopy_unsupported,
                                            hostcopy_run, 1, 1, NULL};
-const bench_impl_t bench__impl_ipc = {"ipc", ipc_unsupported, NULL, 1, 1,
-                                      NULL};
 const bench_impl_t bench__impl_nccl = {"nccl", nccl_unsupported, nccl_run,
                                        1, 1, NULL};
 const bench_impl_t bench__impl_limit = {"limit", limit_unsupported, NULL, 0,
@@ -366,7 +353,12 @@ void bench__device_print_header(const bench_t *b)
         for (int r = 0; r < b->nranks; r++)
             printf("#  Rank %2d device %s\n", r, all + r * len);
         printf("# limit: %s\n", g->limit_how);
-        printf("# ipc: reserved for the CUDA IPC path, not built yet (n/a)\n");
+        const char *ipc = getenv("HVD_RING_IPC");
+        printf("# ipc: %s\n",
+               ipc && strcmp(ipc, "off") == 0
+                   ? "HVD_RING_IPC=off: staged through the shared window"
+                   : "IPC within the node where every rank opens the "
+                     "others' device memory (ring/ipc.c)");
         if (g->nccl_why != NULL)
             printf("# nccl: left out: %s\n", g->nccl_why);
     }

@@ -295,7 +295,7 @@ const bench_impl_t bench__impl_hiershm = {"hiershm", hier_unsupported,
 static const bench_impl_t *const impls[] = {
     &bench__impl_ring,   &bench__impl_mpi,        &bench__impl_noreduce,
     &bench__impl_shm,    &bench__impl_hier,       &bench__impl_hiershm,
-    &bench__impl_staged, &bench__impl_staged_shm, &bench__impl_hostcopy,
+    &bench__impl_staged, &bench__impl_ipc,        &bench__impl_hostcopy,
     &bench__impl_nccl};
 
 const bench_impl_t *bench__impl_named(const char *name)
@@ -308,6 +308,6 @@ const bench_impl_t *bench__impl_named(const char *name)
 
 const char *bench__impl_names(int device)
 {
-    return device ? "staged, staged_shm, mpi_hostcopy or nccl"
+    return device ? "staged, ipc, mpi_hostcopy or nccl"
                   : "ring, mpi, noreduce, shm, hier or hiershm";
 }

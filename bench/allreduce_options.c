@@ -123,7 +123,7 @@ static const prog_cli_t cli = {
         "interleaved, one table\n"
         "  -G, --device             device buffers (ring_dev(): CUDA, or the "
         "emulated device under HVD_DEVICE_EMULATE); --impl staged (default), "
-        "staged_shm, mpi_hostcopy or nccl; --compare times them all beside "
+        "ipc, mpi_hostcopy or nccl; --compare times them all beside "
         "the device's limit (bench/README.md)\n",
     .usage_notes =
         "SIZE is bytes with an optional K, M or G suffix (powers of 1024).\n"
@@ -180,7 +180,7 @@ static int parse_name_opt(int opt, const char *arg, bench_opts_t *o)
             return prog_bad_value(lo, opt, arg,
                                   "expected ring, mpi, noreduce, shm, "
                                   "hier or hiershm (with -G: staged, "
-                                  "staged_shm, mpi_hostcopy or nccl)");
+                                  "ipc, mpi_hostcopy or nccl)");
         return 0;
     default: /* OPT_ALGO */
         if (ring_algo_parse(arg, &o->algo) != RING_OK)

@@ -29,7 +29,7 @@
  *
  * -G (--device) runs the same loop on device buffers (ring_dev(): CUDA or
  * the emulated device) with the device's implementations: staged,
- * staged_shm, mpi_hostcopy, nccl, and a computed limit
+ * ipc, mpi_hostcopy, nccl, and a computed limit
  * (bench/allreduce_device.c says what each is). The implementations get
  * callsend and callrecv, device buffers then; inputs go up and results
  * come back for the check through bench__copy, outside the timed loops.
@@ -185,11 +185,10 @@ static int plan_measurements(const bench_t *b, measurement_t *ms)
     if (b->opts.device) {
         ms[GCMP_STAGED_OOP] = measured(&bench__impl_staged, 0);
         ms[GCMP_STAGED_IP] = measured(&bench__impl_staged, 1);
-        ms[GCMP_SHM_OOP] = measured(&bench__impl_staged_shm, 0);
-        ms[GCMP_SHM_IP] = measured(&bench__impl_staged_shm, 1);
+        ms[GCMP_IPC_OOP] = measured(&bench__impl_ipc, 0);
+        ms[GCMP_IPC_IP] = measured(&bench__impl_ipc, 1);
         ms[GCMP_HOSTCOPY_OOP] = measured(&bench__impl_hostcopy, 0);
         ms[GCMP_HOSTCOPY_IP] = measured(&bench__impl_hostcopy, 1);
-        ms[GCMP_IPC_IP] = measured(&bench__impl_ipc, 1);
         ms[GCMP_NCCL_OOP] = measured(&bench__impl_nccl, 0);
         ms[GCMP_NCCL_IP] = measured(&bench__impl_nccl, 1);
         ms[GCMP_LIMIT] = measured(&bench__impl_limit, 1);
@@ -243,8 +242,8 @@ static void print_impl_line(const bench_t *b)
 
     if (o->impl == NULL && o->device)
         printf("# Compare: per size and round, timed in this order: staged, "
-               "staged_shm, mpi_hostcopy out-of-place, in-place; ipc "
-               "in-place; nccl out-of-place, in-place; limit computed\n");
+               "ipc, mpi_hostcopy, nccl out-of-place, in-place; limit "
+               "computed\n");
     else if (o->impl == NULL)
         printf("# Compare: per size and round, timed in this order: ring "
                "(algo %s) out-of-place, in-place; MPI_Allreduce out-of-place, "

@@ -48,7 +48,7 @@ typedef struct {
     ring_stream_t *stream;  /* the benchmark's own copies */
     char *hostcopy;         /* mpi_hostcopy's plain malloc'ed buffer */
     ring_ctx_t *ctx_ring;   /* staged: RING_INTRANODE_RING */
-    ring_ctx_t *ctx_shm;    /* staged_shm: the default context */
+    ring_ctx_t *ctx_shm;    /* ipc: the default context */
     char key[336];          /* this rank's device: host and PCI bus id or
                                ordinal */
     int ndevices;           /* distinct keys over all ranks */
@@ -109,9 +109,9 @@ typedef struct {
 enum { CMP_RING_OOP, CMP_RING_IP, CMP_MPI_OOP, CMP_MPI_IP, CMP_NOREDUCE_IP,
        CMP_SHM_OOP, CMP_SHM_IP, CMP_COUNT };
 /* -G --compare: the same, on device buffers. */
-enum { GCMP_STAGED_OOP, GCMP_STAGED_IP, GCMP_SHM_OOP, GCMP_SHM_IP,
-       GCMP_HOSTCOPY_OOP, GCMP_HOSTCOPY_IP, GCMP_IPC_IP, GCMP_NCCL_OOP,
-       GCMP_NCCL_IP, GCMP_LIMIT, GCMP_COUNT };
+enum { GCMP_STAGED_OOP, GCMP_STAGED_IP, GCMP_IPC_OOP, GCMP_IPC_IP,
+       GCMP_HOSTCOPY_OOP, GCMP_HOSTCOPY_IP, GCMP_NCCL_OOP, GCMP_NCCL_IP,
+       GCMP_LIMIT, GCMP_COUNT };
 /* -G --compare's ratio columns, kept for the footer. */
 enum { GRATIO_STAGED_HOSTCOPY, GRATIO_IPC_LIMIT, GRATIO_IPC_STAGED,
        GRATIO_IPC_NCCL, GRATIO_COUNT };
@@ -169,9 +169,8 @@ int64_t bench__count_wrong(const bench_t *b, const char *what, size_t count);
 
 /* ---- allreduce_device.c (-G) ---- */
 
-extern const bench_impl_t bench__impl_staged, bench__impl_staged_shm,
-    bench__impl_hostcopy, bench__impl_ipc, bench__impl_limit,
-    bench__impl_nccl;
+extern const bench_impl_t bench__impl_staged, bench__impl_hostcopy,
+    bench__impl_ipc, bench__impl_limit, bench__impl_nccl;
 /* Collective. Exits the whole run with 2 when there is no device (rank 0
  * says why); else allocates callsend and callrecv on the device, makes
  * the contexts, finds who shares a device, measures the limit and sets

@@ -190,7 +190,6 @@ typedef struct {
 
 static const gcol_t gcols[] = {
     {"staged", GCMP_STAGED_IP, -1, -1, 0, 0, NULL},
-    {"staged_shm", GCMP_SHM_IP, -1, -1, 0, 0, NULL},
     {"mpi_hostcopy", GCMP_HOSTCOPY_IP, -1, -1, 0, 0, NULL},
     {"ipc", GCMP_IPC_IP, -1, -1, 0, 0, NULL},
     {"nccl", GCMP_NCCL_IP, -1, -1, 0, 0, NULL},
@@ -204,7 +203,7 @@ static const gcol_t gcols[] = {
     {"ipc/nccl", GCMP_IPC_IP, GCMP_NCCL_IP, GRATIO_IPC_NCCL, 1u << 20, 1.0,
      "from 1 MiB, a GPU per rank"},
     {"staged_oop", GCMP_STAGED_OOP, -1, -1, 0, 0, NULL},
-    {"staged_shm_oop", GCMP_SHM_OOP, -1, -1, 0, 0, NULL},
+    {"ipc_oop", GCMP_IPC_OOP, -1, -1, 0, 0, NULL},
     {"mpi_hostcopy_oop", GCMP_HOSTCOPY_OOP, -1, -1, 0, 0, NULL},
     {"nccl_oop", GCMP_NCCL_OOP, -1, -1, 0, 0, NULL},
 };
@@ -339,11 +338,9 @@ static void print_device_footer(summary_t *s)
 {
     print_mean_busbw(s, "Avg bus bandwidth", GCMP_STAGED_OOP, GCMP_STAGED_IP,
                      "0");
-    print_mean_busbw(s, "Avg busbw staged_shm", GCMP_SHM_OOP, GCMP_SHM_IP,
-                     "n/a");
     print_mean_busbw(s, "Avg busbw mpi_hostcopy", GCMP_HOSTCOPY_OOP,
                      GCMP_HOSTCOPY_IP, "n/a");
-    print_mean_busbw(s, "Avg busbw ipc", GCMP_IPC_IP, GCMP_IPC_IP, "n/a");
+    print_mean_busbw(s, "Avg busbw ipc", GCMP_IPC_OOP, GCMP_IPC_IP, "n/a");
     print_mean_busbw(s, "Avg busbw nccl", GCMP_NCCL_OOP, GCMP_NCCL_IP, "n/a");
     print_mean_busbw(s, "Avg busbw limit", GCMP_LIMIT, GCMP_LIMIT, "n/a");
     for (size_t i = 0; i < NGCOLS; i++) {

@@ -143,14 +143,14 @@ else
     unset CUDA_VISIBLE_DEVICES
 fi
 expect_refused "allreduce_perf: --impl mpi runs on host buffers: with -G, \
---impl takes staged, staged_shm, mpi_hostcopy or nccl" $ar -G --impl mpi
+--impl takes staged, ipc, mpi_hostcopy or nccl" $ar -G --impl mpi
 expect_refused "allreduce_perf: --impl staged runs on device buffers (-G): \
 without -G, --impl takes ring" $ar --impl staged
 
 # -G --compare on the emulated device (guard: host code that touches device
 # memory faults), np=2, three small sizes: exit 0, every column named in
 # the table's header, each row checked with nothing wrong, and the
-# columns that run here (staged, staged_shm, mpi_hostcopy, limit) numbers.
+# columns that run here (staged, mpi_hostcopy, ipc, limit) numbers.
 # run_spec: the spec's run, output to $dir/out, its exit status in $status
 # (`with` returns its own).
 run_spec() {
@@ -162,15 +162,15 @@ with HVD_DEVICE_EMULATE=guard run_spec
 case $status in 77 | 99) cat "$dir/out" >&2; exit $status ;; esac
 header=$(grep '^# *size ' "$dir/out")
 missing=''
-for col in staged staged_shm mpi_hostcopy ipc nccl limit \
+for col in staged mpi_hostcopy ipc nccl limit \
     staged/mpi_hostcopy ipc/limit ipc/staged ipc/nccl staged_oop \
-    staged_shm_oop mpi_hostcopy_oop nccl_oop '#wrong'; do
+    mpi_hostcopy_oop ipc_oop nccl_oop '#wrong'; do
     case " $header " in *" $col "*) ;; *) missing="$missing $col" ;; esac
 done
-# Rows: size count type redop staged staged_shm mpi_hostcopy ipc nccl
-# limit ... #wrong.
+# Rows: size count type redop staged mpi_hostcopy ipc nccl limit ...
+# #wrong.
 rows=$(awk '$1 ~ /^[0-9]+$/ && $3 == "float" && $NF == "0" && \
-    $5 != "n/a" && $6 != "n/a" && $7 != "n/a" && $10 != "n/a" { n++ }
+    $5 != "n/a" && $6 != "n/a" && $7 != "n/a" && $9 != "n/a" { n++ }
     END { print n + 0 }' "$dir/out")
 if test $status -ne 0 || test -n "$missing" || test "$rows" != 3 ||
     ! grep -q -F "# Out of bounds values : 0 OK" "$dir/out" ||
