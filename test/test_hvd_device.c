@@ -150,7 +150,14 @@ static void test_stream(void)
     for (int t = 0; t < N; t++) {
         x[t] = host_values(rank, 10 + t, scounts[t]);
         d[t] = dev_alloc(scounts[t]);
-        dev_copy(d[t], x[t], scounts[t], 1); /* queued: not done yet */
+        /* Queued, not done yet: behind other work on the stream, so that
+         * (delay:SEED, up to 200 us an operation) it lands milliseconds
+         * after submission, later than an engine that did not wait would
+         * read it. */
+        for (int k = 0; k < 40; k++)
+            TEST_EQ(dev->zero(d[t], scounts[t] * sizeof(float), stream),
+                    RING_OK);
+        dev_copy(d[t], x[t], scounts[t], 1);
         snprintf(name, sizeof name, "stream.t%d", t);
         TEST_EQ(hvd_allreduce_async_stream(d[t], d[t], scounts[t],
                                            HVD_FLOAT32, HVD_SUM, name,
