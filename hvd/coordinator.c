@@ -5,9 +5,9 @@
  * it has joined. Rank 0 keeps a table, in order of first arrival, of names
  * that some ranks have made: a name is ready once every rank that has not
  * joined has made it. Ready names are checked (kind, count, dtype, op,
- * root and memory kind must agree; a mismatch becomes an error response naming what
- * differed on which ranks), grouped for fusion, and broadcast as the plan
- * every rank runs in the same order. Names that wait longer than
+ * root and memory kind must agree; a mismatch becomes an error response
+ * naming what differed on which ranks), grouped for fusion, and broadcast
+ * as the plan every rank runs in the same order. Names that wait longer than
  * HVD_STALL_CHECK_TIME are reported with the ranks that are missing; past
  * HVD_STALL_SHUTDOWN_TIME a stall response stops every rank's engine.
  */
