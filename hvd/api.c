@@ -145,6 +145,16 @@ static int hvd__setup(void)
     return status;
 }
 
+/* The device this thread uses (hvd__setup's binding chose it), which the
+ * engine thread selects too; -1 without a device. */
+static int hvd__current_device(void)
+{
+    const ring_dev_t *dev = ring_dev();
+    int device = -1;
+    if (dev && dev->device(&device) != RING_OK) device = -1;
+    return device;
+}
+
 int hvd_init(int *argc, char ***argv)
 {
     int status;
@@ -160,6 +170,7 @@ int hvd_init(int *argc, char ***argv)
     status = hvd__start_mpi(argc, argv);
     if (status != HVD_OK) return status;
     status = hvd__agree(hvd__setup());
+    if (status == HVD_OK) hvd__engine.device = hvd__current_device();
     if (status == HVD_OK) status = hvd__engine_start();
     if (status != HVD_OK) goto err_free_setup;
     memset(hvd__unnamed_seq, 0, sizeof hvd__unnamed_seq);
@@ -210,11 +221,71 @@ static int hvd__bad(const char *func, const char *why)
     return HVD_ERR_ARG;
 }
 
+/* A buffer's memory kind; HVD_ERR_ARG when it is device memory of
+ * another device than the rank's (ring's opening would refuse it too,
+ * but later, on the engine's thread). */
+static int hvd__buffer_mem(const char *func, const void *p, int *mem)
+{
+    int device = -1;
+    *mem = HVD__MEM_HOST;
+    if (!p || !ring_is_device_memory(p)) return HVD_OK;
+    *mem = HVD__MEM_DEVICE;
+    if (ring_dev()->owns(p, &device) && device != hvd__engine.device) {
+        hvd__log(HVD__LOG_ERROR, "%s: a buffer is memory of device %d; this "
+                 "rank uses device %d (hvd_init chose it): give buffers of "
+                 "the rank's own device", func, device, hvd__engine.device);
+        return HVD_ERR_ARG;
+    }
+    return HVD_OK;
+}
+
+/* The request's memory kind into d->mem: both buffers of one kind (a NULL
+ * one, of an empty request, takes the other's); a stream only with device
+ * memory; no device memory for a sharded step (its apply runs on the
+ * host, on the reduced data). */
+static int hvd__request_mem(const char *func, hvd__desc_t *d,
+                            const void *sendbuf, const void *recvbuf,
+                            ring_stream_t *stream)
+{
+    int send_mem, recv_mem;
+    int status = hvd__buffer_mem(func, sendbuf, &send_mem);
+    if (status == HVD_OK) status = hvd__buffer_mem(func, recvbuf, &recv_mem);
+    if (status != HVD_OK) return status;
+    if (sendbuf && recvbuf && send_mem != recv_mem) {
+        hvd__log(HVD__LOG_ERROR, "%s: sendbuf is %s memory and recvbuf is %s "
+                 "memory: give both on the device or both on the host",
+                 func, hvd__mem_name(send_mem), hvd__mem_name(recv_mem));
+        return HVD_ERR_ARG;
+    }
+    d->mem = sendbuf ? send_mem : recv_mem;
+    if (d->mem == HVD__MEM_DEVICE && d->kind == HVD__ALLREDUCE_APPLY)
+        return hvd__bad(func, "a sharded step takes host memory, not device "
+                              "memory");
+    if (stream && d->mem != HVD__MEM_DEVICE)
+        return hvd__bad(func, "a stream is for device tensors; these are "
+                              "host memory (use the variant without one)");
+    return HVD_OK;
+}
+
+/* The stream variants' events: ready_ev marks the caller's work on stream
+ * so far (the engine waits for it before reading the tensor), done_ev is
+ * for the engine to record the result (hvd_wait_stream). */
+static int hvd__request_events(hvd_handle_t h, ring_stream_t *stream)
+{
+    const ring_dev_t *dev = ring_dev();
+    int status = HVD_OK;
+    HVD_CHECK_DEV(dev->event_create(&h->ready_ev));
+    HVD_CHECK_DEV(dev->event_create(&h->done_ev));
+    HVD_CHECK_DEV(dev->event_record(h->ready_ev, stream));
+out:
+    return status;
+}
+
 /* Checks what every collective shares and queues the request. */
 static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
                        void *recvbuf, size_t count, int dtype, int op,
                        int root, const char *name, const ring_apply_t *apply,
-                       hvd_handle_t *handle)
+                       ring_stream_t *stream, hvd_handle_t *handle)
 {
     int reduces = kind == HVD__ALLREDUCE || kind == HVD__ALLREDUCE_APPLY;
     int status = hvd__check_up(func);
@@ -231,11 +302,6 @@ static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
         return hvd__bad(func, "average is for floating dtypes (use sum)");
     if (count > 0 && (!sendbuf || !recvbuf))
         return hvd__bad(func, "NULL buffer with count > 0");
-    if (count > 0 && (ring_is_device_memory(sendbuf) ||
-                      ring_is_device_memory(recvbuf)))
-        return hvd__bad(func, "a buffer is CUDA device memory: hvd takes "
-                              "host memory (device buffers are a later "
-                              "release)");
     if (kind == HVD__BROADCAST && (root < 0 || root >= hvd__engine.size))
         return hvd__bad(func, "root is not a rank");
     if (name && strlen(name) >= HVD__NAME_MAX)
@@ -249,6 +315,9 @@ static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
                             .op = reduces ? op : 0,
                             .root = kind == HVD__BROADCAST ? root : 0,
                             .count = count};
+    status = hvd__request_mem(func, &h->desc, sendbuf, recvbuf, stream);
+    if (status == HVD_OK && stream) status = hvd__request_events(h, stream);
+    if (status != HVD_OK) goto err_free_handle;
     if (name)
         strcpy(h->desc.name, name);
     else /* matched by order: the n-th unnamed call of a kind on each rank */
@@ -259,12 +328,12 @@ static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
     h->recvbuf = recvbuf;
     if (apply) h->apply = *apply;
     status = hvd__request_queue(h);
-    if (status != HVD_OK) {
-        free(h);
-        return status;
-    }
+    if (status != HVD_OK) goto err_free_handle;
     *handle = h;
     return HVD_OK;
+err_free_handle:
+    hvd__handle_free(h);
+    return status;
 }
 
 /* While waits may spin: whether other threads want this PU (mu held). */
@@ -274,9 +343,9 @@ static void hvd__watch_contention(void)
         hvd__contention_check(&hvd__engine.contention);
 }
 
-int hvd_wait(hvd_handle_t handle)
+/* Blocks until handle is done; its status. */
+static int hvd__wait_done(hvd_handle_t handle)
 {
-    if (!handle) return HVD_ERR_ARG;
     pthread_mutex_lock(&hvd__engine.mu);
     hvd__watch_contention();
     if (!handle->done) {
@@ -297,8 +366,32 @@ int hvd_wait(hvd_handle_t handle)
         hvd__engine.waiters--;
     }
     pthread_mutex_unlock(&hvd__engine.mu);
-    int status = handle->status;
-    free(handle);
+    return handle->status;
+}
+
+int hvd_wait(hvd_handle_t handle)
+{
+    if (!handle) return HVD_ERR_ARG;
+    int status = hvd__wait_done(handle);
+    hvd__handle_free(handle);
+    return status;
+}
+
+int hvd_wait_stream(hvd_handle_t handle, struct ring_stream *stream)
+{
+    if (!handle) return HVD_ERR_ARG;
+    if (!stream || !handle->done_ev)
+        return hvd__bad("hvd_wait_stream", !stream
+                            ? "stream is NULL (hvd_wait waits without one)"
+                            : "the handle is not from a stream variant "
+                              "(use hvd_wait)");
+    int status = hvd__wait_done(handle);
+    /* The engine has synchronised its stream before completing, so this
+     * costs the caller's stream nothing today; it is the contract that a
+     * later engine, leaving its stream running, will keep. */
+    if (status == HVD_OK)
+        status = ring_dev()->stream_wait(stream, handle->done_ev);
+    hvd__handle_free(handle);
     return status;
 }
 
@@ -329,7 +422,19 @@ int hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,
                         hvd_handle_t *handle)
 {
     return hvd__submit("hvd_allreduce", HVD__ALLREDUCE, sendbuf, recvbuf,
-                       count, dtype, op, 0, name, NULL, handle);
+                       count, dtype, op, 0, name, NULL, NULL, handle);
+}
+
+int hvd_allreduce_async_stream(const void *sendbuf, void *recvbuf,
+                               size_t count, hvd_dtype_t dtype, hvd_op_t op,
+                               const char *name, struct ring_stream *stream,
+                               hvd_handle_t *handle)
+{
+    if (!stream) return hvd__bad("hvd_allreduce_async_stream", "stream is "
+                                 "NULL (use hvd_allreduce_async)");
+    return hvd__submit("hvd_allreduce_async_stream", HVD__ALLREDUCE, sendbuf,
+                       recvbuf, count, dtype, op, 0, name, NULL, stream,
+                       handle);
 }
 
 int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
@@ -346,14 +451,25 @@ int hvd__allreduce_apply_async(const float *sendbuf, float *recvbuf,
 {
     return hvd__submit("hvd__allreduce_apply_async", HVD__ALLREDUCE_APPLY,
                        sendbuf, recvbuf, count, HVD_FLOAT32, op, 0, name,
-                       apply, handle);
+                       apply, NULL, handle);
 }
 
 int hvd_broadcast_async(void *buf, size_t count, hvd_dtype_t dtype, int root,
                         const char *name, hvd_handle_t *handle)
 {
     return hvd__submit("hvd_broadcast", HVD__BROADCAST, buf, buf, count,
-                       dtype, 0, root, name, NULL, handle);
+                       dtype, 0, root, name, NULL, NULL, handle);
+}
+
+int hvd_broadcast_async_stream(void *buf, size_t count, hvd_dtype_t dtype,
+                               int root, const char *name,
+                               struct ring_stream *stream,
+                               hvd_handle_t *handle)
+{
+    if (!stream) return hvd__bad("hvd_broadcast_async_stream", "stream is "
+                                 "NULL (use hvd_broadcast_async)");
+    return hvd__submit("hvd_broadcast_async_stream", HVD__BROADCAST, buf, buf,
+                       count, dtype, 0, root, name, NULL, stream, handle);
 }
 
 int hvd_broadcast(void *buf, size_t count, hvd_dtype_t dtype, int root,
@@ -368,7 +484,8 @@ int hvd_allgather(const void *sendbuf, size_t count, void *recvbuf,
 {
     hvd_handle_t h;
     return hvd__run(hvd__submit("hvd_allgather", HVD__ALLGATHER, sendbuf,
-                                recvbuf, count, dtype, 0, 0, name, NULL, &h),
+                                recvbuf, count, dtype, 0, 0, name, NULL, NULL,
+                                &h),
                     &h);
 }
 
@@ -376,12 +493,14 @@ int hvd_barrier(void)
 {
     hvd_handle_t h;
     return hvd__run(hvd__submit("hvd_barrier", HVD__BARRIER, NULL, NULL, 0,
-                                HVD_UINT8, 0, 0, NULL, NULL, &h), &h);
+                                HVD_UINT8, 0, 0, NULL, NULL, NULL, &h),
+                    &h);
 }
 
 int hvd_join(void)
 {
     hvd_handle_t h;
     return hvd__run(hvd__submit("hvd_join", HVD__JOIN, NULL, NULL, 0,
-                                HVD_UINT8, 0, 0, NULL, NULL, &h), &h);
+                                HVD_UINT8, 0, 0, NULL, NULL, NULL, &h),
+                    &h);
 }

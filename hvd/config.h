@@ -84,6 +84,17 @@ void hvd__log_mpi_error(int rc, const char *call, const char *file, int line);
         }                                                                      \
     } while (0)
 
+/* The same for a call of ring_dev()'s table, which logs its own failure:
+ * its status into `status`, and `goto out`. */
+#define HVD_CHECK_DEV(call)                                                    \
+    do {                                                                       \
+        int hvd__rc = (call);                                                  \
+        if (hvd__rc != RING_OK) {                                              \
+            status = hvd__rc;                                                  \
+            goto out;                                                          \
+        }                                                                      \
+    } while (0)
+
 /* Seconds on a monotonic clock. */
 double hvd__now(void);
 

@@ -4,10 +4,10 @@
  * Each rank sends rank 0 the requests it has not sent before, and whether
  * it has joined. Rank 0 keeps a table, in order of first arrival, of names
  * that some ranks have made: a name is ready once every rank that has not
- * joined has made it. Ready names are checked (kind, count, dtype, op and
- * root must agree; a mismatch becomes an error response naming what
- * differed on which ranks), grouped for fusion, and broadcast as the plan
- * every rank runs in the same order. Names that wait longer than
+ * joined has made it. Ready names are checked (kind, count, dtype, op,
+ * root and memory kind must agree; a mismatch becomes an error response
+ * naming what differed on which ranks), grouped for fusion, and broadcast
+ * as the plan every rank runs in the same order. Names that wait longer than
  * HVD_STALL_CHECK_TIME are reported with the ranks that are missing; past
  * HVD_STALL_SHUTDOWN_TIME a stall response stops every rank's engine.
  */
@@ -116,19 +116,22 @@ static void hvd__check_agreement(const hvd__entry_t *e, char *message,
                              : d->dtype != ref->dtype ? "dtype"
                              : d->op != ref->op       ? "op"
                              : d->root != ref->root   ? "root"
+                             : d->mem != ref->mem     ? "memory"
                                                       : NULL;
         if (!field) continue;
         snprintf(message, len,
                  "'%s': ranks disagree on %s: rank %d has %s count=%llu "
-                 "dtype=%s op=%s root=%d, rank %d has %s count=%llu dtype=%s "
-                 "op=%s root=%d",
+                 "dtype=%s op=%s root=%d in %s memory, rank %d has %s "
+                 "count=%llu dtype=%s op=%s root=%d in %s memory",
                  ref->name, field, ref_rank, hvd__kind_name(ref->kind),
                  (unsigned long long)ref->count,
                  ring_dtype_name((ring_dtype_t)ref->dtype),
-                 ring_op_name((ring_op_t)ref->op), ref->root, r,
-                 hvd__kind_name(d->kind), (unsigned long long)d->count,
+                 ring_op_name((ring_op_t)ref->op), ref->root,
+                 hvd__mem_name(ref->mem), r, hvd__kind_name(d->kind),
+                 (unsigned long long)d->count,
                  ring_dtype_name((ring_dtype_t)d->dtype),
-                 ring_op_name((ring_op_t)d->op), d->root);
+                 ring_op_name((ring_op_t)d->op), d->root,
+                 hvd__mem_name(d->mem));
         return;
     }
     if (ref && ref->kind == HVD__BROADCAST && hvd__table.joined[ref->root])

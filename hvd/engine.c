@@ -359,12 +359,25 @@ static void hvd__sleep(double until)
     pthread_mutex_unlock(&hvd__engine.mu);
 }
 
+/* The rank's device, current on this thread too: a thread starts on
+ * device 0 (CUDA's default), and the fusion buffer, the engine's stream
+ * and ring's staging must be the caller's device's. */
+static void hvd__engine_device(void)
+{
+    const ring_dev_t *dev = ring_dev();
+    if (dev && hvd__engine.device >= 0 &&
+        dev->set_device(hvd__engine.device) != RING_OK)
+        hvd__log(HVD__LOG_ERROR, "the engine thread could not select "
+                 "device %d; device tensors will fail", hvd__engine.device);
+}
+
 static void *hvd__engine_main(void *arg)
 {
     (void)arg;
 #ifdef PR_SET_TIMERSLACK
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* 1 us; see hvd__mpi_wait */
 #endif
+    hvd__engine_device();
     hvd__loop_t loop = {0};
     int status = HVD_OK;
     double period = hvd__engine.config.cycle_time_s;
@@ -403,6 +416,7 @@ static void *hvd__engine_main(void *arg)
     }
     hvd__fail_all(&loop, status == HVD_OK ? HVD_ERR_STATE : status);
     hvd__pending_free(&loop.pending);
+    hvd__execute_thread_end();
     return NULL;
 }
 

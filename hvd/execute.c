@@ -1,8 +1,18 @@
 /* hvd/execute.c: runs one response of a plan on this rank: hands the
  * tensors to ring's context (fused allreduces as pieces of one buffer),
  * and completes the handles. A rank that has joined has no request of its
- * own and takes part with zeros (its results are dropped). Host memory
- * only for now.
+ * own and takes part with zeros (its results are dropped).
+ *
+ * Device tensors (hvd__dev below): a fused group is packed into hvd's own
+ * device fusion buffer by one batched copy on the engine's stream,
+ * reduced there in place by ring (which stages device memory through
+ * pinned host memory), and unpacked by one batched copy; a tensor alone
+ * goes to ring where it lies. ring's staged calls run on ring's own
+ * streams and return once their copies are done, so the engine's stream
+ * is synchronised before each ring call reads what it queued, and before
+ * the handles complete: hvd_wait returns with the result in device
+ * memory. A request from a stream variant carries an event recorded on
+ * the caller's stream, waited for before the tensor is read.
  *
  * The context (ring_ctx_t, over hvd__ring_comm) owns what the collectives
  * need across calls, the shared window within a node and the
@@ -29,6 +39,67 @@ static struct {
     char *data;
     size_t cap;
 } hvd__scratch;
+
+/* ---- device tensors (engine thread only) ---- */
+
+static struct {
+    ring_stream_t *stream; /* the engine's own */
+    char *fusion;          /* the device fusion buffer, made on first use */
+    size_t fusion_cap;
+    char *zeros;           /* a joined rank's device zeros */
+    size_t zeros_cap;
+} hvd__dev;
+
+/* The engine's stream, made on first use in the engine thread (which has
+ * selected the rank's device: hvd__engine_main). */
+static int hvd__dev_stream(const ring_dev_t *dev)
+{
+    if (!dev) {
+        hvd__log(HVD__LOG_ERROR, "a device tensor, but this rank has no "
+                 "device (ring_dev() is NULL)");
+        return HVD_ERR_STATE;
+    }
+    return hvd__dev.stream ? HVD_OK : dev->stream_create(&hvd__dev.stream);
+}
+
+/* *p, of *cap bytes, grown to at least nbytes of device memory. */
+static int hvd__dev_grow(const ring_dev_t *dev, char **p, size_t *cap,
+                         size_t nbytes)
+{
+    if (*p && *cap >= nbytes) return HVD_OK;
+    dev->release(*p); /* waits for the device, as cudaFree */
+    *p = NULL;
+    *cap = 0;
+    int status = dev->alloc((void **)p, nbytes ? nbytes : 1);
+    if (status == HVD_OK) *cap = nbytes;
+    return status;
+}
+
+/* nbytes of device zeros, for a joined rank's device collective: ring's
+ * staged path moves other messages than its host path, so a joined rank
+ * gives zeros of the same kind as the others' tensors. */
+static int hvd__dev_zeros(const ring_dev_t *dev, size_t nbytes, char **z)
+{
+    int status = hvd__dev_stream(dev);
+    if (status != HVD_OK) return status;
+    HVD_CHECK_DEV(hvd__dev_grow(dev, &hvd__dev.zeros, &hvd__dev.zeros_cap,
+                                nbytes));
+    HVD_CHECK_DEV(dev->zero(hvd__dev.zeros, nbytes, hvd__dev.stream));
+    HVD_CHECK_DEV(dev->stream_sync(hvd__dev.stream));
+    *z = hvd__dev.zeros;
+out:
+    return status;
+}
+
+void hvd__execute_thread_end(void)
+{
+    const ring_dev_t *dev = ring_dev();
+    if (!dev) return;
+    dev->release(hvd__dev.fusion);
+    dev->release(hvd__dev.zeros);
+    dev->stream_destroy(hvd__dev.stream);
+    memset(&hvd__dev, 0, sizeof hvd__dev);
+}
 
 int hvd__execute_init(void)
 {
@@ -84,16 +155,26 @@ static const char *hvd__phase(const hvd__desc_t *d, size_t count)
     return "RING_ALLREDUCE";
 }
 
-/* One collective on one tensor, where it lies. */
+/* A joined rank's zeros for d, in d's memory kind. */
+static int hvd__zeros_for(const hvd__desc_t *d, char **z)
+{
+    size_t nbytes = hvd__desc_bytes(d);
+    if (d->kind == HVD__ALLGATHER) nbytes *= 1 + (size_t)hvd__engine.size;
+    if (d->mem == HVD__MEM_DEVICE)
+        return hvd__dev_zeros(ring_dev(), nbytes, z);
+    *z = hvd__zeros(nbytes);
+    return *z ? HVD_OK : HVD_ERR_NOMEM;
+}
+
+/* One collective on one tensor, where it lies (ring's calls take device
+ * buffers). */
 static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
 {
     size_t nbytes = hvd__desc_bytes(d);
     ring_dtype_t dtype = (ring_dtype_t)d->dtype;
-    size_t zeros = d->kind == HVD__ALLGATHER
-                       ? nbytes * (1 + (size_t)hvd__engine.size)
-                       : nbytes;
-    char *z = h ? NULL : hvd__zeros(zeros);
-    if (!h && !z) return HVD_ERR_NOMEM;
+    char *z = NULL;
+    int status = h ? HVD_OK : hvd__zeros_for(d, &z);
+    if (status != HVD_OK) return status;
     switch (d->kind) {
     case HVD__ALLREDUCE:
         return ring_ctx_allreduce(hvd__ctx, h ? h->sendbuf : z,
@@ -148,6 +229,121 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
     return status;
 }
 
+/* Before a device request is read: the work its caller queued on its
+ * stream (the stream variants' ready_ev) is done, or (fused) queued ahead
+ * of what the engine's stream does next. */
+static int hvd__await_callers(const ring_dev_t *dev, hvd_handle_t *hs, int n,
+                              int on_stream)
+{
+    int status = HVD_OK;
+    for (int i = 0; i < n; i++) {
+        if (!hs[i] || !hs[i]->ready_ev) continue;
+        HVD_CHECK_DEV(on_stream
+                          ? dev->stream_wait(hvd__dev.stream, hs[i]->ready_ev)
+                          : dev->event_sync(hs[i]->ready_ev));
+    }
+out:
+    return status;
+}
+
+/* After the results are queued on the engine's stream: marks them for
+ * hvd_wait_stream, and waits for them, so that completion means the
+ * results are in device memory. */
+static int hvd__dev_finish(const ring_dev_t *dev, hvd_handle_t *hs, int n)
+{
+    int status = HVD_OK;
+    for (int i = 0; i < n; i++)
+        if (hs[i] && hs[i]->done_ev)
+            HVD_CHECK_DEV(dev->event_record(hs[i]->done_ev, hvd__dev.stream));
+    HVD_CHECK_DEV(dev->stream_sync(hvd__dev.stream));
+out:
+    return status;
+}
+
+/* The batched copies between the group's tensors and the fusion buffer:
+ * in (pack) or out (unpack); a joined rank's pieces are zeroed going in
+ * and dropped coming out. One kernel launch each way. */
+static int hvd__dev_pack(const ring_dev_t *dev, const hvd__response_t *resp,
+                         hvd_handle_t *hs, ring_copy_t *copies, int in)
+{
+    size_t at = 0, ncopies = 0;
+    int status = HVD_OK;
+    for (int i = 0; i < resp->head.ndescs; i++) {
+        size_t nbytes = hvd__desc_bytes(&resp->descs[i]);
+        char *slot = hvd__dev.fusion + at;
+        at += nbytes;
+        if (nbytes == 0) continue;
+        if (!hs[i] && in)
+            HVD_CHECK_DEV(dev->zero(slot, nbytes, hvd__dev.stream));
+        if (!hs[i]) continue;
+        copies[ncopies++] = in ? (ring_copy_t){slot, hs[i]->sendbuf, nbytes}
+                               : (ring_copy_t){hs[i]->recvbuf, slot, nbytes};
+    }
+    if (ncopies > 0)
+        HVD_CHECK_DEV(dev->copy_batch(copies, ncopies, hvd__dev.stream));
+out:
+    return status;
+}
+
+/* One timeline event per tensor of the group this rank made. */
+static void hvd__timeline_group(const hvd__response_t *resp, hvd_handle_t *hs,
+                                const char *phase, double t0, double t1)
+{
+    for (int i = 0; i < resp->head.ndescs; i++)
+        if (hs[i]) hvd__timeline_event(resp->descs[i].name, phase, t0, t1);
+}
+
+/* Several device allreduces of one dtype and op through the device fusion
+ * buffer (HVD_FUSION_THRESHOLD bytes, made on first use, kept until
+ * shutdown): pack, reduce in place, unpack. */
+static int hvd__run_fused_device(const hvd__response_t *resp,
+                                 hvd_handle_t *hs)
+{
+    const ring_dev_t *dev = ring_dev();
+    const hvd__desc_t *descs = resp->descs;
+    int n = resp->head.ndescs, status;
+    size_t total = 0, threshold = hvd__engine.config.fusion_threshold;
+    for (int i = 0; i < n; i++) total += hvd__desc_bytes(&descs[i]);
+    ring_copy_t *copies = malloc((size_t)n * sizeof *copies + 1);
+    if (!copies) return HVD_ERR_NOMEM;
+    if ((status = hvd__dev_stream(dev)) != HVD_OK) goto out;
+    HVD_CHECK_DEV(hvd__dev_grow(dev, &hvd__dev.fusion, &hvd__dev.fusion_cap,
+                                total > threshold ? total : threshold));
+    double t0 = hvd__now();
+    HVD_CHECK_DEV(hvd__await_callers(dev, hs, n, 1));
+    HVD_CHECK_DEV(hvd__dev_pack(dev, resp, hs, copies, 1));
+    /* ring's staging reads the buffer from its own streams. */
+    HVD_CHECK_DEV(dev->stream_sync(hvd__dev.stream));
+    double t1 = hvd__now();
+    hvd__timeline_group(resp, hs, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
+    size_t count = total / ring_dtype_size((ring_dtype_t)descs[0].dtype);
+    HVD_CHECK_DEV(ring_ctx_allreduce(hvd__ctx, hvd__dev.fusion,
+                                     hvd__dev.fusion, count,
+                                     (ring_dtype_t)descs[0].dtype,
+                                     (ring_op_t)descs[0].op));
+    double t2 = hvd__now();
+    hvd__timeline_group(resp, hs, hvd__phase(&descs[0], count), t1, t2);
+    HVD_CHECK_DEV(hvd__dev_pack(dev, resp, hs, copies, 0));
+    HVD_CHECK_DEV(hvd__dev_finish(dev, hs, n));
+    hvd__timeline_group(resp, hs, "MEMCPY_OUT_FUSION_BUFFER", t2, hvd__now());
+out:
+    free(copies);
+    return status;
+}
+
+/* One device tensor: after its caller's stream, straight to ring. */
+static int hvd__run_one_device(const hvd__desc_t *d, hvd_handle_t h)
+{
+    const ring_dev_t *dev = ring_dev();
+    int status = hvd__dev_stream(dev);
+    if (status != HVD_OK) return status;
+    HVD_CHECK_DEV(hvd__await_callers(dev, &h, 1, 0));
+    HVD_CHECK_DEV(hvd__run_one(d, h));
+    HVD_CHECK_DEV(hvd__dev_finish(dev, &h, 1));
+out:
+    return status;
+}
+
 int hvd__execute(const hvd__response_t *resp, hvd__list_t *pending,
                  int joined, double ready_s)
 {
@@ -170,9 +366,13 @@ int hvd__execute(const hvd__response_t *resp, hvd__list_t *pending,
         /* Every rank that made the request logs why it failed. */
         if (n > 0 && hs[0]) hvd__log(HVD__LOG_ERROR, "%s", resp->head.message);
     } else if (n > 1) {
-        status = hvd__run_fused(resp, hs);
+        status = resp->descs[0].mem == HVD__MEM_DEVICE
+                     ? hvd__run_fused_device(resp, hs)
+                     : hvd__run_fused(resp, hs);
     } else if (n == 1) {
-        status = hvd__run_one(&resp->descs[0], hs[0]);
+        status = resp->descs[0].mem == HVD__MEM_DEVICE
+                     ? hvd__run_one_device(&resp->descs[0], hs[0])
+                     : hvd__run_one(&resp->descs[0], hs[0]);
         if (hs[0])
             hvd__timeline_event(resp->descs[0].name,
                                 hvd__phase(&resp->descs[0],

@@ -17,6 +17,9 @@ int hvd__execute(const hvd__response_t *response, hvd__list_t *pending,
  * HVD_ERR_ARG when HVD_INTRANODE=shm cannot hold, HVD_ERR_MISMATCH when
  * the ranks read ring's variables differently. */
 int hvd__execute_init(void);
+/* On the engine thread as it ends: releases the device fusion buffer, the
+ * device zeros and the engine's stream (made on that thread). */
+void hvd__execute_thread_end(void);
 /* Collective (the context), after the engine has stopped. */
 void hvd__execute_free(void);
 

@@ -51,6 +51,10 @@ typedef enum { HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX, HVD_PRODUCT } hvd_op_t;
 
 typedef struct hvd_handle *hvd_handle_t;
 
+/* A stream of ring_dev()'s (ring_stream_t in ring/ring.h: a CUDA stream,
+ * or the emulated device's), for the stream variants below. */
+struct ring_stream;
+
 /* Starts MPI with thread support (MPI_Init_thread) unless the program has
  * already done so, in which case finalising is left to it; reads the HVD_*
  * environment variables (a bad value fails with HVD_ERR_ARG naming it);
@@ -75,24 +79,52 @@ int hvd_cross_rank(void), hvd_cross_size(void); /* index/number of nodes */
  * matched by order: the n-th unnamed call of a kind on every rank); names
  * are at most 199 bytes and may not start with "__" (hvd's own). A name
  * may be in flight once per rank at a time (else HVD_ERR_STATE, and no
- * handle). Buffers are host memory: CUDA device memory is refused with
- * HVD_ERR_ARG (device buffers are a later release). sendbuf == recvbuf is
- * in place. */
+ * handle). sendbuf == recvbuf is in place.
+ *
+ * Buffers are host memory or device memory of the rank's device (the one
+ * hvd_init selected: ring_dev()->device), both of one request of one kind
+ * (else HVD_ERR_ARG); every rank must give a name's tensor in the same
+ * kind (else HVD_ERR_MISMATCH on every rank). Device tensors, without a
+ * stream: the caller must have finished the work that writes the input
+ * (e.g. synchronised its stream) before submitting, and must not touch
+ * the buffers until the handle is done; hvd_wait returns once the result
+ * is in device memory. With a stream: the _stream variants below. */
 int hvd_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                   hvd_dtype_t dtype, hvd_op_t op, const char *name);
 int hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,
                         hvd_dtype_t dtype, hvd_op_t op, const char *name,
                         hvd_handle_t *handle);
+/* The stream variants, for device tensors (HVD_ERR_ARG for host memory or
+ * a NULL stream): the input is what `stream` will have written once the
+ * work queued on it so far is done; hvd records an event on it now, and
+ * its engine waits for that event before it reads the tensor, so the
+ * caller need not synchronise. Complete with hvd_wait_stream (or
+ * hvd_wait). */
+int hvd_allreduce_async_stream(const void *sendbuf, void *recvbuf,
+                               size_t count, hvd_dtype_t dtype, hvd_op_t op,
+                               const char *name, struct ring_stream *stream,
+                               hvd_handle_t *handle);
 int hvd_broadcast(void *buf, size_t count, hvd_dtype_t dtype, int root,
                   const char *name);
 int hvd_broadcast_async(void *buf, size_t count, hvd_dtype_t dtype, int root,
                         const char *name, hvd_handle_t *handle);
+int hvd_broadcast_async_stream(void *buf, size_t count, hvd_dtype_t dtype,
+                               int root, const char *name,
+                               struct ring_stream *stream,
+                               hvd_handle_t *handle);
 /* Every rank gives count elements; recvbuf receives size() * count,
  * rank r's at r * count. */
 int hvd_allgather(const void *sendbuf, size_t count, void *recvbuf,
                   hvd_dtype_t dtype, const char *name);
 
 int hvd_wait(hvd_handle_t handle); /* the collective's status; frees handle */
+/* For a handle of a stream variant: waits for the collective as hvd_wait
+ * does (the engine's collective is a host call), then makes `stream` wait
+ * for the result: work queued on stream after this call sees it, without
+ * the host waiting for anything already on stream. The status; frees the
+ * handle. HVD_ERR_ARG (handle not freed: hvd_wait it) for a NULL stream
+ * or a handle from another variant. */
+int hvd_wait_stream(hvd_handle_t handle, struct ring_stream *stream);
 /* 1 done, 0 not yet, <0 done with that error; hvd_wait still frees it. */
 int hvd_poll(hvd_handle_t handle);
 int hvd_barrier(void);

@@ -59,6 +59,7 @@ static int hvd__desc_valid(const hvd__desc_t *d)
            d->kind < HVD__KIND_COUNT && esize != 0 &&
            d->count <= SIZE_MAX / esize &&
            ring_op_name((ring_op_t)d->op) != NULL && d->root >= 0 &&
+           d->mem >= 0 && d->mem < HVD__MEM_COUNT &&
            d->root < hvd__engine.size;
 }
 
@@ -165,11 +166,12 @@ bad:
 /* Tensors this large gain nothing from fusion but its two copies. */
 static const size_t hvd__direct_bytes = 256 << 10;
 
-/* Whether d may join a group whose last member is prev. */
+/* Whether d may join a group whose last member is prev: host and device
+ * tensors never fuse (each kind has its own fusion buffer). */
 static int hvd__joins(const hvd__desc_t *prev, const hvd__desc_t *d)
 {
     if (d->kind != HVD__ALLREDUCE || prev->kind != HVD__ALLREDUCE ||
-        d->dtype != prev->dtype || d->op != prev->op)
+        d->dtype != prev->dtype || d->op != prev->op || d->mem != prev->mem)
         return 0;
     if (hvd__desc_bytes(prev) < hvd__direct_bytes &&
         hvd__desc_bytes(d) < hvd__direct_bytes)

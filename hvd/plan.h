@@ -30,9 +30,10 @@ void hvd__plan_free(hvd__plan_t *plan);
  * out of memory. */
 hvd__response_t *hvd__plan_add(hvd__plan_t *plan, int status, int ndescs);
 
-/* Appends descs to plan as responses: consecutive allreduces of one dtype
- * and op are fused up to HVD_FUSION_THRESHOLD when both are small or the
- * second follows the first (hvd__chain_link); everything else alone. */
+/* Appends descs to plan as responses: consecutive allreduces of one dtype,
+ * op and memory kind are fused up to HVD_FUSION_THRESHOLD when both are
+ * small or the second follows the first (hvd__chain_link); everything
+ * else alone. */
 int hvd__plan_group(const hvd__desc_t *descs, size_t n, hvd__plan_t *plan);
 
 /* Byte encodings of what ranks exchange; decode checks every length and

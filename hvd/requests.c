@@ -25,6 +25,12 @@ const char *hvd__kind_name(int kind)
     return kind >= 0 && kind < HVD__KIND_COUNT ? names[kind] : "unknown";
 }
 
+const char *hvd__mem_name(int mem)
+{
+    return mem == HVD__MEM_DEVICE ? "device" : mem == HVD__MEM_HOST ? "host"
+                                                                    : "?";
+}
+
 /* ---- pending requests ---- */
 
 int hvd__pending_add(hvd__list_t *list, hvd_handle_t h)
@@ -95,6 +101,18 @@ int hvd__request_queue(hvd_handle_t h)
     }
     pthread_mutex_unlock(&hvd__engine.mu);
     return status;
+}
+
+void hvd__handle_free(hvd_handle_t h)
+{
+    if (!h) return;
+    if (h->ready_ev || h->done_ev) {
+        /* Safe once done: the engine has waited for both (CUDA defers the
+         * release of an event still pending anyway). */
+        ring_dev()->event_destroy(h->ready_ev);
+        ring_dev()->event_destroy(h->done_ev);
+    }
+    free(h);
 }
 
 void hvd__complete_many(hvd_handle_t *hs, size_t n, int status)
@@ -194,6 +212,6 @@ int hvd__desc_same(const hvd__desc_t *a, const hvd__desc_t *b)
      * every request with its cache entry each cycle, and a whole-struct
      * memcmp read all 200 bytes of both names. */
     return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op &&
-           a->root == b->root && a->count == b->count &&
+           a->root == b->root && a->count == b->count && a->mem == b->mem &&
            strcmp(a->name, b->name) == 0;
 }

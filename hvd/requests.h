@@ -31,11 +31,21 @@ typedef enum {
 
 enum { HVD__NAME_MAX = 200 }; /* bytes of a name, NUL included */
 
+/* Where a request's buffers are: ranks must agree (a staged device call
+ * and a host call move different messages), and groups never mix them
+ * (their fusion buffers differ). */
+typedef enum { HVD__MEM_HOST, HVD__MEM_DEVICE, HVD__MEM_COUNT } hvd__mem_t;
+
+const char *hvd__mem_name(int mem);
+
 /* What every rank must agree on for a name, and a fusion hint that need
  * not agree. Fixed size, so it travels as bytes between ranks. */
 typedef struct {
     char name[HVD__NAME_MAX];
     int32_t kind, dtype, op, root;
+    int32_t mem;      /* hvd__mem_t */
+    int32_t unused;   /* 0: count stays 8-aligned with no padding, so the
+                         bytes that travel are all defined */
     uint64_t count;
     uint64_t follows; /* hvd__chain_link's hint; not matched; last field */
 } hvd__desc_t;
@@ -67,6 +77,12 @@ struct hvd_handle {
     const void *sendbuf;
     void *recvbuf;
     ring_apply_t apply;       /* HVD__ALLREDUCE_APPLY's */
+    /* The stream variants' (hvd_allreduce_async_stream): recorded on the
+     * caller's stream at submission, the engine waits on it before it
+     * reads the tensor; done_ev is recorded by the engine once the result
+     * is in place, for hvd_wait_stream. NULL otherwise. Freed with the
+     * handle. */
+    ring_event_t *ready_ev, *done_ev;
     int status;               /* valid once done */
     _Atomic int done;         /* set under mu; hvd_wait may also spin on
                                  it without */
@@ -83,6 +99,9 @@ struct hvd_handle {
 typedef struct {
     MPI_Comm comm;            /* a duplicate of the world: our traffic only */
     int rank, size;
+    int device;               /* the rank's device (ring_dev()->device on
+                                 the thread that called hvd_init), which
+                                 the engine thread selects; -1: none */
     hvd__config_t config;
 
     pthread_mutex_t mu;       /* guards the fields below it */
@@ -144,6 +163,8 @@ static inline void hvd__cpu_relax(void)
  * HVD_ERR_STATE when the name is already in flight on this rank,
  * HVD_ERR_STALL after a stall shutdown (h is then not queued). */
 int hvd__request_queue(hvd_handle_t h);
+/* Frees a handle and its events (ready_ev, done_ev); NULL is a no-op. */
+void hvd__handle_free(hvd_handle_t h);
 /* Marks h done with `status` and wakes its waiter. Engine only. */
 void hvd__complete(hvd_handle_t h, int status);
 /* The same for the non-NULL handles of hs, with one wake-up. */

@@ -2,8 +2,8 @@
  * hvd/requests.c), in one process. Small allreduces of one dtype and op
  * fuse up to the threshold; a large one joins a group only when every
  * rank said it follows the group's last member in memory
- * (hvd__chain_link's hint), and never across a dtype, an op, a kind or
- * the threshold. The hint is set only for an
+ * (hvd__chain_link's hint), and never across a dtype, an op, a kind,
+ * the threshold, or host and device memory. The hint is set only for an
  * in-place allreduce that starts where the previous one, in place and of
  * the same dtype and op, ended; and it is not part of what ranks match.
  */
@@ -86,6 +86,15 @@ static void test_groups(void)
                   desc("w", LARGE, F, "a"));
     EXPECT_GROUPS("1 1", 0, desc("a", SMALL, F, NULL),
                   desc("b", SMALL, F, NULL));
+    /* Host and device tensors never fuse, even following in memory;
+     * device ones fuse with each other. */
+    hvd__desc_t dev_a = desc("da", SMALL, F, NULL);
+    hvd__desc_t dev_b = desc("db", SMALL, F, NULL);
+    hvd__desc_t dev_w = desc("dw", LARGE, F, "h");
+    dev_a.mem = dev_b.mem = dev_w.mem = HVD__MEM_DEVICE;
+    EXPECT_GROUPS("1 2 1", big, desc("h", SMALL, F, NULL), dev_a, dev_b,
+                  desc("h2", SMALL, F, NULL));
+    EXPECT_GROUPS("1 1", big, desc("h", SMALL, F, NULL), dev_w);
 }
 
 static void test_chain(void)

@@ -26,7 +26,8 @@ static int valid(const hvd__desc_t *d)
            d->dtype < RING_DTYPE_COUNT &&
            d->count <= SIZE_MAX / ring_dtype_size((ring_dtype_t)d->dtype) &&
            d->op >= 0 && d->op < RING_OP_COUNT &&
-           d->root >= 0 && d->root < WORLD_SIZE;
+           d->root >= 0 && d->root < WORLD_SIZE && d->mem >= 0 &&
+           d->mem < HVD__MEM_COUNT;
 }
 
 static void check_requests(const uint8_t *msg, size_t n)

@@ -329,6 +329,7 @@ static void negotiation_seeds(void)
         desc("fc1.bias", HVD__ALLREDUCE, RING_FLOAT32, RING_AVERAGE, 0, 10),
         desc("params", HVD__BROADCAST, RING_FLOAT32, RING_SUM, 3, 7850),
         desc("", HVD__ALLGATHER, RING_INT64, RING_SUM, 0, 1)};
+    descs[3].mem = HVD__MEM_DEVICE; /* a device tensor's request */
     requests_seed("requests_none", NULL, 0, 0);
     requests_seed("requests_joined", NULL, 0, 1);
     requests_seed("requests_four", descs, 4, 0);

@@ -1,0 +1,398 @@
+/* test/test_hvd_device.c: hvd's collectives on device tensors
+ * (test/hvd_device_np*.mpi), on the emulated device or a GPU.
+ *
+ *   - allreduces of device tensors of several sizes, submitted
+ *     asynchronously in a different order on every rank, in place and
+ *     out, three rounds (the first negotiated, the others from the
+ *     cache), beside host tensors of the same dtype and op (host and
+ *     device never fuse: a mixed group would fail in ring); the results
+ *     are checked exactly (small integers in float);
+ *   - that device tensors did fuse: rank 0's HVD_TIMELINE holds
+ *     MEMCPY_IN_FUSION_BUFFER events (execute.c's device fusion);
+ *   - the stream variant: the input is copied up on the caller's stream
+ *     and submitted without synchronising, the result copied back on the
+ *     same stream after hvd_wait_stream (under delay:SEED a missing wait
+ *     on either side reads stale data);
+ *   - broadcast (plain and stream) and allgather of device tensors;
+ *   - one name on the device on rank 0 and on the host elsewhere:
+ *     HVD_ERR_MISMATCH on every rank, saying so, then a good allreduce;
+ *   - bad input: mixed kinds in one request, NULL with count > 0, a
+ *     stream for host memory, hvd_wait_stream without a stream;
+ *   - join: ranks run out of steps at different times, a joined rank
+ *     takes part with device zeros, fused and alone.
+ *
+ * Device memory is only touched through the device's copies, so the guard
+ * mode faults on any host access hvd makes. Options: --emulate MODE sets
+ * HVD_DEVICE_EMULATE before hvd_init (without it a GPU is needed, else
+ * the test skips).
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv, mkstemp; test/capture.h */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <mpi.h>
+#include "hvd/hvd.h"
+#include "ring/ring.h"
+#include "test/capture.h"
+#include "test/hvd_harness.h"
+#include "test/test.h"
+
+static int rank, size;
+static const ring_dev_t *dev;
+static ring_stream_t *stream; /* the caller's ("compute") stream */
+
+/* ---- device memory, reached only through the device's copies ---- */
+
+static float *dev_alloc(size_t count)
+{
+    void *p = NULL;
+    if (dev->alloc(&p, count ? count * sizeof(float) : 1) != RING_OK) {
+        TEST_FAIL("device alloc of %zu floats failed", count);
+        MPI_Abort(MPI_COMM_WORLD, TEST_HARD_ERROR);
+    }
+    return p;
+}
+
+/* Copies on the caller's stream; synced unless `queued`. */
+static void dev_copy(void *dst, const void *src, size_t count, int queued)
+{
+    if (count == 0) return;
+    if (dev->copy(dst, src, count * sizeof(float), stream) != RING_OK ||
+        (!queued && dev->stream_sync(stream) != RING_OK))
+        TEST_FAIL("device copy failed");
+}
+
+/* Small integers: every sum is exact in float, in any order. */
+static float value(int r, int t, size_t i)
+{
+    return (float)((r + 1) * (int)(i % 17 + 1) + t);
+}
+
+static float *host_values(int r, int t, size_t count)
+{
+    float *x = malloc(count * sizeof *x + 1);
+    for (size_t i = 0; i < count; i++) x[i] = value(r, t, i);
+    return x;
+}
+
+/* got against the sum over ranks `upto` (ranks below it) of value(r, t). */
+static void expect_sum(const char *what, const float *got, int t,
+                       size_t count, int upto)
+{
+    for (size_t i = 0; i < count; i++) {
+        float want = 0;
+        for (int r = 0; r < upto; r++) want += value(r, t, i);
+        if (got[i] != want) {
+            TEST_FAIL("%s n=%d count=%zu: [%zu] = %g, want %g", what, size,
+                      count, i, (double)got[i], (double)want);
+            return;
+        }
+    }
+}
+
+/* ---- allreduces in different orders per rank, host beside device ---- */
+
+enum { NTENSORS = 8 };
+/* 70000 floats (280 KB) runs alone; the others fuse. */
+static const size_t counts[NTENSORS] = {1, 7, 100, 1000, 5000, 3, 70000, 257};
+
+static void test_orders(int round)
+{
+    float *in[NTENSORS], *out[NTENSORS], *host[NTENSORS];
+    hvd_handle_t h[NTENSORS], hh[NTENSORS];
+    char name[64];
+    for (int t = 0; t < NTENSORS; t++) {
+        float *x = host_values(rank, t, counts[t]);
+        in[t] = dev_alloc(counts[t]);
+        out[t] = t % 3 == 0 ? in[t] : dev_alloc(counts[t]); /* in place */
+        dev_copy(in[t], x, counts[t], 0);
+        host[t] = x;
+    }
+    /* Rank r starts at tensor r, and odd ranks go backwards. Rounds 0
+     * and 2 submit the device tensors, then the host ones (groups of each
+     * form: only neighbours in the plan fuse); round 1 alternates. */
+    for (int k = 0; k < 2 * NTENSORS; k++) {
+        int interleaved = round == 1, j = interleaved ? k / 2 : k % NTENSORS;
+        int on_host = interleaved ? k % 2 : k >= NTENSORS;
+        int t = (rank % 2 ? NTENSORS - 1 - j + rank : j + rank) % NTENSORS;
+        snprintf(name, sizeof name, "%s.t%d", on_host ? "host" : "dev", t);
+        if (on_host)
+            TEST_EQ(hvd_allreduce_async(host[t], host[t], counts[t],
+                                        HVD_FLOAT32, HVD_SUM, name, &hh[t]),
+                    HVD_OK);
+        else
+            TEST_EQ(hvd_allreduce_async(in[t], out[t], counts[t], HVD_FLOAT32,
+                                        HVD_SUM, name, &h[t]), HVD_OK);
+    }
+    for (int t = 0; t < NTENSORS; t++) {
+        TEST_EQ(hvd_wait(h[t]), HVD_OK);
+        TEST_EQ(hvd_wait(hh[t]), HVD_OK);
+        expect_sum(round ? "host, cached" : "host", host[t], t, counts[t],
+                   size);
+        dev_copy(host[t], out[t], counts[t], 0);
+        expect_sum(round ? "device, cached" : "device", host[t], t, counts[t],
+                   size);
+        if (out[t] != in[t]) dev->release(out[t]);
+        dev->release(in[t]);
+        free(host[t]);
+    }
+}
+
+/* ---- the stream variant ---- */
+
+static void test_stream(void)
+{
+    enum { N = 4 };
+    static const size_t scounts[N] = {5, 300, 2000, 80000};
+    float *d[N], *x[N];
+    hvd_handle_t h[N];
+    char name[64];
+    for (int t = 0; t < N; t++) {
+        x[t] = host_values(rank, 10 + t, scounts[t]);
+        d[t] = dev_alloc(scounts[t]);
+        /* Queued, not done yet: behind other work on the stream, so that
+         * (delay:SEED, up to 200 us an operation) it lands milliseconds
+         * after submission, later than an engine that did not wait would
+         * read it. */
+        for (int k = 0; k < 40; k++)
+            TEST_EQ(dev->zero(d[t], scounts[t] * sizeof(float), stream),
+                    RING_OK);
+        dev_copy(d[t], x[t], scounts[t], 1);
+        snprintf(name, sizeof name, "stream.t%d", t);
+        TEST_EQ(hvd_allreduce_async_stream(d[t], d[t], scounts[t],
+                                           HVD_FLOAT32, HVD_SUM, name,
+                                           stream, &h[t]), HVD_OK);
+    }
+    for (int t = 0; t < N; t++) {
+        TEST_EQ(hvd_wait_stream(h[t], stream), HVD_OK);
+        dev_copy(x[t], d[t], scounts[t], 1); /* after the result, on stream */
+    }
+    TEST_EQ(dev->stream_sync(stream), RING_OK);
+    for (int t = 0; t < N; t++) {
+        expect_sum("stream", x[t], 10 + t, scounts[t], size);
+        dev->release(d[t]);
+        free(x[t]);
+    }
+}
+
+/* ---- broadcast and allgather ---- */
+
+static void test_broadcast_allgather(void)
+{
+    enum { N = 1000 };
+    int root = 1 % size;
+    float *x = host_values(rank, 20, N), *want = host_values(root, 20, N);
+    float *d = dev_alloc(N);
+    dev_copy(d, x, N, 0);
+    TEST_EQ(hvd_broadcast(d, N, HVD_FLOAT32, root, "dev.bcast"), HVD_OK);
+    dev_copy(x, d, N, 0);
+    TEST_EQ(memcmp(x, want, N * sizeof *x), 0);
+
+    /* The stream variant: the input queued on the caller's stream. */
+    free(want);
+    free(x);
+    x = host_values(rank, 21, N);
+    want = host_values(0, 21, N);
+    hvd_handle_t h;
+    dev_copy(d, x, N, 1);
+    TEST_EQ(hvd_broadcast_async_stream(d, N, HVD_FLOAT32, 0, "dev.bcast.s",
+                                       stream, &h), HVD_OK);
+    TEST_EQ(hvd_wait_stream(h, stream), HVD_OK);
+    dev_copy(x, d, N, 0);
+    TEST_EQ(memcmp(x, want, N * sizeof *x), 0);
+
+    float *all = dev_alloc((size_t)size * N);
+    float *got = malloc((size_t)size * N * sizeof *got);
+    dev_copy(d, want, N, 0);
+    free(want);
+    want = host_values(rank, 22, N);
+    dev_copy(d, want, N, 0);
+    TEST_EQ(hvd_allgather(d, N, all, HVD_FLOAT32, "dev.gather"), HVD_OK);
+    dev_copy(got, all, (size_t)size * N, 0);
+    for (int r = 0; r < size; r++)
+        for (size_t i = 0; i < N; i++)
+            if (got[(size_t)r * N + i] != value(r, 22, i)) {
+                TEST_FAIL("allgather: block %d [%zu] = %g", r, i,
+                          (double)got[(size_t)r * N + i]);
+                break;
+            }
+    dev->release(all);
+    dev->release(d);
+    free(got);
+    free(want);
+    free(x);
+}
+
+/* ---- mismatch and bad input ---- */
+
+/* A good device allreduce of `name`, checked exactly. */
+static void device_allreduce_works(const char *name)
+{
+    enum { N = 64 };
+    float *x = host_values(rank, 30, N), *d = dev_alloc(N);
+    dev_copy(d, x, N, 0);
+    TEST_EQ(hvd_allreduce(d, d, N, HVD_FLOAT32, HVD_SUM, name), HVD_OK);
+    dev_copy(x, d, N, 0);
+    expect_sum("after an error", x, 30, N, size);
+    dev->release(d);
+    free(x);
+}
+
+static void test_mismatch(void)
+{
+    enum { N = 64 };
+    float host[N] = {0}, *d = dev_alloc(N);
+    dev_copy(d, host, N, 0);
+    /* Rank 0 on the device, the others on the host. */
+    TEST_SAYS(hvd_allreduce(rank == 0 ? d : host, rank == 0 ? d : host, N,
+                            HVD_FLOAT32, HVD_SUM, "dev.kind"),
+              HVD_ERR_MISMATCH, "disagree on memory");
+    device_allreduce_works("dev.kind");
+    /* A name cached as device, then host on one rank. */
+    TEST_SAYS(hvd_allreduce(rank == size - 1 ? host : d,
+                            rank == size - 1 ? host : d, N, HVD_FLOAT32,
+                            HVD_SUM, "dev.kind"),
+              HVD_ERR_MISMATCH, "in host memory");
+    device_allreduce_works("dev.kind");
+    dev->release(d);
+}
+
+static void test_bad_input(void)
+{
+    enum { N = 16 };
+    float host[N] = {0}, *d = dev_alloc(N);
+    hvd_handle_t h = NULL;
+    TEST_SAYS(hvd_allreduce(d, host, N, HVD_FLOAT32, HVD_SUM, "bad.mixed"),
+              HVD_ERR_ARG, "sendbuf is device memory and recvbuf is host");
+    TEST_SAYS(hvd_allreduce(host, d, N, HVD_FLOAT32, HVD_SUM, "bad.mixed"),
+              HVD_ERR_ARG, "sendbuf is host memory and recvbuf is device");
+    TEST_SAYS(hvd_allgather(d, 1, host, HVD_FLOAT32, "bad.mixed.g"),
+              HVD_ERR_ARG, "both on the device or both on the host");
+    TEST_SAYS(hvd_allreduce(NULL, d, N, HVD_FLOAT32, HVD_SUM, "bad.null"),
+              HVD_ERR_ARG, "NULL buffer with count > 0");
+    TEST_SAYS(hvd_allreduce_async_stream(host, host, N, HVD_FLOAT32, HVD_SUM,
+                                         "bad.stream", stream, &h),
+              HVD_ERR_ARG, "a stream is for device tensors");
+    TEST_TRUE(h == NULL);
+    TEST_SAYS(hvd_allreduce_async_stream(d, d, N, HVD_FLOAT32, HVD_SUM,
+                                         "bad.stream", NULL, &h),
+              HVD_ERR_ARG, "stream is NULL");
+    TEST_EQ(hvd_allreduce_async(d, d, N, HVD_FLOAT32, HVD_SUM, "bad.wait",
+                                &h), HVD_OK);
+    TEST_SAYS(hvd_wait_stream(h, stream), HVD_ERR_ARG,
+              "not from a stream variant");
+    TEST_EQ(hvd_wait(h), HVD_OK); /* still the caller's to wait */
+    device_allreduce_works("bad.after");
+    dev->release(d);
+}
+
+/* ---- join ---- */
+
+/* Rank r runs r + 1 steps of two small fused tensors and one alone, then
+ * joins; a joined rank gives device zeros. */
+static void test_join(void)
+{
+    static const size_t jcounts[3] = {10, 300, 70000};
+    for (int s = 0; s < rank + 1; s++) {
+        float *d[3], *x[3];
+        hvd_handle_t h[3];
+        char name[64];
+        for (int t = 0; t < 3; t++) {
+            x[t] = host_values(rank, 40 + s, jcounts[t]);
+            d[t] = dev_alloc(jcounts[t]);
+            dev_copy(d[t], x[t], jcounts[t], 0);
+            snprintf(name, sizeof name, "join.t%d", t);
+            TEST_EQ(hvd_allreduce_async(d[t], d[t], jcounts[t], HVD_FLOAT32,
+                                        HVD_SUM, name, &h[t]), HVD_OK);
+        }
+        for (int t = 0; t < 3; t++) {
+            TEST_EQ(hvd_wait(h[t]), HVD_OK);
+            dev_copy(x[t], d[t], jcounts[t], 0);
+            /* Ranks s and above still run step s. */
+            float *want = calloc(jcounts[t] + 1, sizeof *want);
+            for (int r = s; r < size; r++)
+                for (size_t i = 0; i < jcounts[t]; i++)
+                    want[i] += value(r, 40 + s, i);
+            if (memcmp(x[t], want, jcounts[t] * sizeof *want) != 0)
+                TEST_FAIL("join n=%d step %d tensor %d: wrong sum", size, s,
+                          t);
+            free(want);
+            dev->release(d[t]);
+            free(x[t]);
+        }
+    }
+    TEST_EQ(hvd_join(), HVD_OK);
+    device_allreduce_works("after.join");
+}
+
+/* ---- the timeline: did device tensors fuse? ---- */
+
+/* Lines of text holding both a and b. */
+static int lines_with(const char *text, const char *a, const char *b)
+{
+    int n = 0;
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *pa = strstr(line, a), *pb = b ? strstr(line, b) : line;
+        n += pa && pb && pa < line + len && pb < line + len;
+        line += len + (end != NULL);
+    }
+    return n;
+}
+
+static void check_timeline(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    static char text[1 << 22];
+    size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[len] = '\0';
+    if (f) fclose(f);
+    int in = lines_with(text, "MEMCPY_IN_FUSION_BUFFER", NULL);
+    int out = lines_with(text, "MEMCPY_OUT_FUSION_BUFFER", NULL);
+    printf("timeline: %d device tensors went through the fusion buffer\n",
+           in);
+    TEST_TRUE(in >= 4);
+    TEST_EQ(in, out);
+    /* Host tensors fuse through ring's pieces, never the device buffer. */
+    TEST_EQ(lines_with(text, "MEMCPY_IN_FUSION_BUFFER", "\"host."), 0);
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i += 2)
+        if (strcmp(argv[i], "--emulate") == 0)
+            setenv("HVD_DEVICE_EMULATE", argv[i + 1], 1);
+    dev = ring_dev();
+    if (!dev) TEST_SKIP("no device: neither a GPU nor HVD_DEVICE_EMULATE");
+    /* Only rank 0 writes the timeline; each rank names a file of its own,
+     * so parallel runs do not collide. */
+    char path[] = "/tmp/test_hvd_device.XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return TEST_HARD_ERROR;
+    close(fd);
+    setenv("HVD_TIMELINE", path, 1);
+    MPI_Comm oracle;
+    int status = test_hvd_start(&argc, &argv, &oracle, &rank, &size);
+    if (status != 0) return status;
+    if (dev->stream_create(&stream) != RING_OK) return TEST_HARD_ERROR;
+
+    for (int round = 0; round < 3; round++) test_orders(round);
+    test_stream();
+    test_broadcast_allgather();
+    test_mismatch();
+    test_bad_input();
+    test_join();
+
+    dev->stream_destroy(stream);
+    int failed = test_failures, any;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, oracle);
+    MPI_Comm_free(&oracle);
+    TEST_EQ(hvd_shutdown(), HVD_OK); /* closes the timeline */
+    if (rank == 0) check_timeline(path);
+    unlink(path);
+    if (rank == 0)
+        printf("test_hvd_device n=%d on %s: %s\n", size, dev->name,
+               any || test_failures ? "FAIL" : "ok");
+    return test_exit_code();
+}
