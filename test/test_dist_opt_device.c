@@ -46,6 +46,12 @@ static int count_steps(void *ctx)
     return 0;
 }
 
+static int no_update(void *ctx, size_t first, float *grad_to_param, size_t n)
+{
+    (void)ctx, (void)first, (void)grad_to_param, (void)n;
+    return 0;
+}
+
 /* A gradient of one pass: values whose float16 rounding and averages
  * depend on rank, step, pass and index. */
 static float grad_value(int step, int pass, size_t t, size_t i)
@@ -136,7 +142,8 @@ static void test_misuse(void)
     hvd_dist_opt_options_t shard = {1, 0, HVD_AVERAGE, params};
     float *dev_only[2] = {d, d + 2};
     const size_t halves[2] = {2, 2};
-    TEST_SAYS(hvd_dist_opt_create(&opt, inner, 2, nm, dev_only, halves,
+    hvd_optimizer_t sharded = {count_steps, &steps, no_update};
+    TEST_SAYS(hvd_dist_opt_create(&opt, sharded, 2, nm, dev_only, halves,
                                   &shard),
               HVD_ERR_ARG, "shard_params with device gradients");
     dev->release(d);
