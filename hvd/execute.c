@@ -95,6 +95,8 @@ void hvd__execute_thread_end(void)
 {
     const ring_dev_t *dev = ring_dev();
     if (!dev) return;
+    /* The other ranks close it before it goes (every rank ends here). */
+    if (hvd__dev.fusion) ring_ctx_register(hvd__ctx, NULL, 0);
     dev->release(hvd__dev.fusion);
     dev->release(hvd__dev.zeros);
     dev->stream_destroy(hvd__dev.stream);
@@ -307,8 +309,17 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
     ring_copy_t *copies = malloc((size_t)n * sizeof *copies + 1);
     if (!copies) return HVD_ERR_NOMEM;
     if ((status = hvd__dev_stream(dev)) != HVD_OK) goto out;
-    HVD_CHECK_DEV(hvd__dev_grow(dev, &hvd__dev.fusion, &hvd__dev.fusion_cap,
-                                total > threshold ? total : threshold));
+    size_t want = total > threshold ? total : threshold;
+    if (hvd__dev.fusion_cap < want) {
+        /* Every rank grows it at the same response, so it is registered
+         * with ring together: the node's ranks then reduce it where it
+         * lies (ring_ctx_allreduce_registered). */
+        HVD_CHECK_DEV(ring_ctx_register(hvd__ctx, NULL, 0));
+        HVD_CHECK_DEV(hvd__dev_grow(dev, &hvd__dev.fusion,
+                                    &hvd__dev.fusion_cap, want));
+        HVD_CHECK_DEV(ring_ctx_register(hvd__ctx, hvd__dev.fusion,
+                                        hvd__dev.fusion_cap));
+    }
     double t0 = hvd__now();
     HVD_CHECK_DEV(hvd__await_callers(dev, hs, n, 1));
     HVD_CHECK_DEV(hvd__dev_pack(dev, resp, hs, copies, 1));
@@ -317,10 +328,9 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
     double t1 = hvd__now();
     hvd__timeline_group(resp, hs, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
     size_t count = total / ring_dtype_size((ring_dtype_t)descs[0].dtype);
-    HVD_CHECK_DEV(ring_ctx_allreduce(hvd__ctx, hvd__dev.fusion,
-                                     hvd__dev.fusion, count,
-                                     (ring_dtype_t)descs[0].dtype,
-                                     (ring_op_t)descs[0].op));
+    HVD_CHECK_DEV(ring_ctx_allreduce_registered(hvd__ctx, count,
+                                                (ring_dtype_t)descs[0].dtype,
+                                                (ring_op_t)descs[0].op));
     double t2 = hvd__now();
     hvd__timeline_group(resp, hs, hvd__phase(&descs[0], count), t1, t2);
     HVD_CHECK_DEV(hvd__dev_pack(dev, resp, hs, copies, 0));

@@ -212,7 +212,10 @@ static int ring__allreduce_device(const ring__coll_t *c, const void *sendbuf,
     if (algo == RING__AR_SHM && c->tuning->ipc &&
         c->size <= RING_DEV_MAX_INPUTS) {
         ring__ipc_t *ipc;
-        RING_CHECK(ring__ipc_of(c, &ipc));
+        RING_CHECK(ring__ipc_of(c->ctx, c->dev, c->tuning, &ipc));
+        if (c->kind == RING__ALLREDUCE_REGISTERED &&
+            ring__ipc_registered(ipc, c->count * c->esize))
+            return ring__ipc_allreduce_registered(ipc, c);
         if (ipc) return ring__ipc_allreduce(ipc, c, sendbuf, recvbuf);
     }
     if (c->mem == &ring__mem_device &&
@@ -230,16 +233,12 @@ out:
 
 /* ---- entry points ---- */
 
-static int ring__allreduce(ring_ctx_t *ctx, const char *func,
-                           ring_algo_t algo, const void *sendbuf,
-                           void *recvbuf, size_t count, ring_dtype_t dtype,
-                           ring_op_t op)
+static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
+                           int local)
 {
     int status;
-    ring__coll_t c = {.func = func, .kind = RING__ALLREDUCE, .ctx = ctx,
-                      .count = count, .dtype = dtype, .op = op,
-                      .algo = algo};
-    RING_CHECK(ring__begin(&c, sendbuf, recvbuf, RING_OK));
+    size_t count = c.count;
+    RING_CHECK(ring__begin(&c, sendbuf, recvbuf, local));
     if (count == 0) goto out;
     if (c.dev && (c.size > 1 || ring__staging(&c))) {
         status = ring__allreduce_device(&c, sendbuf, recvbuf);
@@ -256,19 +255,34 @@ out:
     return ring__end(&c, status);
 }
 
+/* An allreduce call of kind, before its opening. */
+static ring__coll_t ring__allreduce_call(ring_ctx_t *ctx, const char *func,
+                                         ring__kind_t kind, ring_algo_t algo,
+                                         size_t count, ring_dtype_t dtype,
+                                         ring_op_t op)
+{
+    return (ring__coll_t){.func = func, .kind = kind, .ctx = ctx,
+                          .count = count, .dtype = dtype, .op = op,
+                          .algo = algo};
+}
+
 int ring_ctx_allreduce(ring_ctx_t *ctx, const void *sendbuf, void *recvbuf,
                        size_t count, ring_dtype_t dtype, ring_op_t op)
 {
-    return ring__allreduce(ctx, "ring_ctx_allreduce", RING_ALGO_AUTO,
-                           sendbuf, recvbuf, count, dtype, op);
+    return ring__allreduce(
+        ring__allreduce_call(ctx, "ring_ctx_allreduce", RING__ALLREDUCE,
+                             RING_ALGO_AUTO, count, dtype, op),
+        sendbuf, recvbuf, RING_OK);
 }
 
 int ring_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                    ring_dtype_t dtype, ring_op_t op, MPI_Comm comm)
 {
     ring_ctx_t ctx = ring__ctx_wrap(comm, MPI_COMM_NULL, MPI_COMM_NULL, NULL);
-    return ring__allreduce(&ctx, "ring_allreduce", RING_ALGO_AUTO, sendbuf,
-                           recvbuf, count, dtype, op);
+    return ring__allreduce(
+        ring__allreduce_call(&ctx, "ring_allreduce", RING__ALLREDUCE,
+                             RING_ALGO_AUTO, count, dtype, op),
+        sendbuf, recvbuf, RING_OK);
 }
 
 int ring_allreduce_algo(ring_algo_t algo, const void *sendbuf, void *recvbuf,
@@ -276,8 +290,58 @@ int ring_allreduce_algo(ring_algo_t algo, const void *sendbuf, void *recvbuf,
                         MPI_Comm comm)
 {
     ring_ctx_t ctx = ring__ctx_wrap(comm, MPI_COMM_NULL, MPI_COMM_NULL, NULL);
-    return ring__allreduce(&ctx, "ring_allreduce_algo", algo, sendbuf,
-                           recvbuf, count, dtype, op);
+    return ring__allreduce(
+        ring__allreduce_call(&ctx, "ring_allreduce_algo", RING__ALLREDUCE,
+                             algo, count, dtype, op),
+        sendbuf, recvbuf, RING_OK);
+}
+
+int ring_ctx_register(ring_ctx_t *ctx, void *buf, size_t nbytes)
+{
+    const ring__tuning_t *tuning;
+    const ring_dev_t *dev = ring_dev();
+    ring__ipc_t *ipc = NULL;
+    int status = ring__check_mpi_up("ring_ctx_register"), size;
+    if (status != RING_OK) return status;
+    if (!ctx || (!buf && nbytes > 0)) {
+        ring__log("ring_ctx_register: %s", !ctx ? "ctx is NULL"
+                                                : "buf is NULL, nbytes > 0");
+        return RING_ERR_ARG;
+    }
+    RING_CHECK(ring__tuning(&tuning));
+    RING_CHECK_MPI(MPI_Comm_size(ctx->comm, &size));
+    ctx->registered = nbytes > 0 ? buf : NULL;
+    ctx->registered_bytes = ctx->registered ? nbytes : 0;
+    /* The window's device twin: where device allreduces take it. Every
+     * rank decides alike (the context and the tuning agree). */
+    if (!dev || !ctx->shm || ctx->cross != MPI_COMM_NULL || !tuning->ipc ||
+        size < 2 || size > RING_DEV_MAX_INPUTS)
+        goto out;
+    RING_CHECK(ring__ipc_of(ctx, dev, tuning, &ipc));
+    if (ipc)
+        RING_CHECK(ring__ipc_register(ipc, ctx->registered,
+                                      ctx->registered_bytes));
+out:
+    return status;
+}
+
+int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,
+                                  ring_dtype_t dtype, ring_op_t op)
+{
+    int local = RING_OK;
+    size_t esize = ring_dtype_size(dtype);
+    if (ctx && esize && count > ctx->registered_bytes / esize) {
+        ring__log("ring_ctx_allreduce_registered: %zu elements of %s do not "
+                  "fit the registered buffer's %zu bytes", count,
+                  ring_dtype_name(dtype), ctx->registered_bytes);
+        local = RING_ERR_ARG;
+    }
+    void *buf = ctx ? ctx->registered : NULL;
+    return ring__allreduce(
+        ring__allreduce_call(ctx, "ring_ctx_allreduce_registered",
+                             RING__ALLREDUCE_REGISTERED, RING_ALGO_AUTO,
+                             count, dtype, op),
+        buf, buf, local);
 }
 
 int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,

@@ -79,7 +79,8 @@ static int ring__check_call(ring__coll_t *c, const void *sendbuf,
     status = ring__tuning(&c->tuning);
     /* AUTO means the variable's choice; the ranks compare the outcome. */
     if (status == RING_OK &&
-        (c->kind == RING__ALLREDUCE || c->kind == RING__ALLREDUCE_APPLY) &&
+        (c->kind == RING__ALLREDUCE || c->kind == RING__ALLREDUCE_APPLY ||
+         c->kind == RING__ALLREDUCE_REGISTERED) &&
         c->algo == RING_ALGO_AUTO)
         c->algo = c->tuning->algo;
     c->esize = ring_dtype_size(c->dtype);

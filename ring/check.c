@@ -25,6 +25,7 @@ static const char *const ring__kind_names[RING__KIND_COUNT] = {
     [RING__REDUCE_SCATTER] = "ring_reduce_scatter",
     [RING__ALLGATHER] = "ring_allgather",
     [RING__BROADCAST] = "ring_broadcast",
+    [RING__ALLREDUCE_REGISTERED] = "ring_ctx_allreduce_registered",
     [RING__SHM_ALLREDUCE] = "ring_shm_allreduce",
     [RING__SHM_ALLREDUCE_HIER] = "ring_shm_allreduce_hier",
     [RING__SHM_ALLREDUCE_APPLY] = "ring_shm_allreduce_apply",

@@ -27,6 +27,15 @@
  * past that step 3: it is, as every rank has since passed chunk g + 1's
  * first barrier. Two barriers a chunk, none at the end of a call.
  *
+ * A registered buffer (ring_ctx_register: hvd's device fusion buffer) is
+ * exported and opened the same way, once, and reduced where it lies,
+ * without the copy into the slab: every rank's buffer holds its input
+ * (barrier), rank r reduces block r of all of them into its own (barrier),
+ * and copies every other block from its owner's buffer (barrier: only
+ * then may any rank write its buffer again). It reads each byte of the
+ * input once and writes each byte of the output once, plus the block it
+ * reduces: what ranks sharing one GPU can do at best, bar that block.
+ *
  * Worked example, N = 2, one chunk (half 0). Rank 0 copies its input into
  * half 0 of slab 0, rank 1 into half 0 of slab 1; barrier. Rank 0 reduces
  * block 0 from slab 0 and slab 1 into slab 0, rank 1 block 1 into slab 1;
@@ -45,7 +54,20 @@ struct ring__ipc {
     size_t half_bytes;
     char **slabs;           /* every rank's slab, as mapped here */
     uint64_t nchunks;       /* since the slab was made: the half to use */
+    char **reg;             /* every rank's registered buffer, mapped
+                               here; NULL: none */
+    size_t reg_bytes;       /* the least of the ranks' */
 };
+
+/* Closes the others' registered buffers (ours is the caller's). */
+static void ring__ipc_unregister(ring__ipc_t *ipc)
+{
+    for (int r = 0; ipc->reg && r < ipc->size; r++)
+        if (r != ipc->rank && ipc->reg[r]) ipc->dev->ipc_close(ipc->reg[r]);
+    free(ipc->reg);
+    ipc->reg = NULL;
+    ipc->reg_bytes = 0;
+}
 
 void ring__ipc_free(ring__ipc_t **ipcp)
 {
@@ -53,6 +75,7 @@ void ring__ipc_free(ring__ipc_t **ipcp)
     if (!ipc) return;
     /* Nobody may still read a slab we close or free. */
     if (ipc->comm != MPI_COMM_NULL) MPI_Barrier(ipc->comm);
+    ring__ipc_unregister(ipc);
     for (int r = 0; ipc->slabs && r < ipc->size; r++) {
         if (!ipc->slabs[r]) continue;
         if (r == ipc->rank)
@@ -67,33 +90,53 @@ void ring__ipc_free(ring__ipc_t **ipcp)
     *ipcp = NULL;
 }
 
+/* Collective: every rank's `mine` (device memory, the start of an
+ * allocation; NULL when this rank already failed, with status saying
+ * why) into maps[r], opened here; maps[rank] = mine. RING_OK, or this
+ * rank's first failure (logged): then the caller drops the exchange on
+ * every rank. */
+static int ring__ipc_exchange(ring__ipc_t *ipc, char *mine, int status,
+                              char **maps)
+{
+    ring_ipc_handle_t own = {0};
+    ring_ipc_handle_t *all = calloc((size_t)ipc->size, sizeof *all);
+    if (!all && status == RING_OK) status = RING_ERR_NOMEM;
+    if (status == RING_OK) status = ipc->dev->ipc_export(mine, &own);
+    /* The others wait for our handle whatever happened here. */
+    if (MPI_Allgather(&own, sizeof own, MPI_BYTE,
+                      all ? (void *)all : (void *)&own, all ? sizeof own : 0,
+                      MPI_BYTE, ipc->comm) != MPI_SUCCESS)
+        status = RING_ERR_MPI;
+    if (maps) maps[ipc->rank] = mine;
+    for (int r = 0; status == RING_OK && maps && r < ipc->size; r++)
+        if (r != ipc->rank)
+            status = ipc->dev->ipc_open(&all[r], (void **)&maps[r]);
+    free(all);
+    return status;
+}
+
+/* Whether every rank of ipc's node says ok. */
+static int ring__ipc_all(ring__ipc_t *ipc, int ok, int *all_ok)
+{
+    return MPI_Allreduce(&ok, all_ok, 1, MPI_INT, MPI_MIN, ipc->comm) ==
+                   MPI_SUCCESS
+               ? RING_OK
+               : RING_ERR_MPI;
+}
+
 /* This rank's part of making the window: its slab, exported, and the
  * others' opened. RING_OK, or the first failure (logged). */
 static int ring__ipc_open(ring__ipc_t *ipc)
 {
     int status = RING_OK;
-    const ring_dev_t *dev = ipc->dev;
-    ring_ipc_handle_t mine = {0}, *all = NULL;
+    char *slab = NULL;
     ipc->slabs = calloc((size_t)ipc->size, sizeof *ipc->slabs);
-    all = calloc((size_t)ipc->size, sizeof *all);
-    if (!ipc->slabs || !all) {
-        status = RING_ERR_NOMEM;
-        goto exchange; /* the others still wait for our handle */
-    }
-    status = dev->stream_create(&ipc->stream);
+    if (!ipc->slabs) status = RING_ERR_NOMEM;
+    if (status == RING_OK) status = ipc->dev->stream_create(&ipc->stream);
     if (status == RING_OK)
-        status = dev->alloc((void **)&ipc->slabs[ipc->rank],
-                            2 * ipc->half_bytes);
-    if (status == RING_OK)
-        status = dev->ipc_export(ipc->slabs[ipc->rank], &mine);
-exchange:
-    if (MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine,
-                      MPI_BYTE, ipc->comm) != MPI_SUCCESS)
-        status = RING_ERR_MPI;
-    for (int r = 0; status == RING_OK && r < ipc->size; r++)
-        if (r != ipc->rank)
-            status = dev->ipc_open(&all[r], (void **)&ipc->slabs[r]);
-    free(all);
+        status = ipc->dev->alloc((void **)&slab, 2 * ipc->half_bytes);
+    status = ring__ipc_exchange(ipc, slab, status, ipc->slabs);
+    if (!ipc->slabs && slab) ipc->dev->release(slab);
     return status;
 }
 
@@ -113,8 +156,7 @@ int ring__ipc_create(MPI_Comm node, const ring_dev_t *dev, size_t half_bytes,
     ok = ring__ipc_open(ipc) == RING_OK;
     /* All ranks take the window or none does: a rank alone on it would
      * wait for the others at its first barrier. */
-    RING_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN,
-                                 ipc->comm));
+    RING_CHECK(ring__ipc_all(ipc, ok, &all_ok));
     if (all_ok) {
         *out = ipc;
         ipc = NULL;
@@ -124,19 +166,21 @@ out:
     return status;
 }
 
-int ring__ipc_of(const ring__coll_t *c, ring__ipc_t **out)
+int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
+                 const ring__tuning_t *tuning, ring__ipc_t **out)
 {
-    ring_ctx_t *ctx = c->ctx;
     if (!ctx->ipc_tried) {
         ctx->ipc_tried = 1;
-        size_t half = c->tuning->staging_bytes / 2 / 256 * 256;
-        int status = ring__ipc_create(c->comm, c->dev, half ? half : 256,
+        size_t half = tuning->staging_bytes / 2 / 256 * 256;
+        int status = ring__ipc_create(ctx->comm, dev, half ? half : 256,
                                       &ctx->ipc);
         if (status != RING_OK) return status;
-        if (!ctx->ipc && c->rank == 0)
+        int rank;
+        if (!ctx->ipc && MPI_Comm_rank(ctx->comm, &rank) == MPI_SUCCESS &&
+            rank == 0)
             ring__log("info: device allreduces within the node stage "
                       "through host memory: %s IPC could not open every "
-                      "rank's device memory", c->dev->name);
+                      "rank's device memory", dev->name);
     }
     *out = ctx->ipc;
     return RING_OK;
@@ -188,6 +232,64 @@ int ring__ipc_allreduce(ring__ipc_t *ipc, const ring__coll_t *c,
                                    (const char *)sendbuf + done * c->esize,
                                    (char *)recvbuf + done * c->esize, n));
     }
+out:
+    return status;
+}
+
+int ring__ipc_register(ring__ipc_t *ipc, void *buf, size_t nbytes)
+{
+    int status = RING_OK, ok, all_ok;
+    unsigned long long least, mine = buf ? nbytes : 0;
+    /* Nobody may still read the buffers we close. */
+    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
+    ring__ipc_unregister(ipc);
+    RING_CHECK_MPI(MPI_Allreduce(&mine, &least, 1, MPI_UNSIGNED_LONG_LONG,
+                                 MPI_MIN, ipc->comm));
+    if (least == 0) goto out; /* some rank registers nothing */
+    char **maps = calloc((size_t)ipc->size, sizeof *maps);
+    ok = ring__ipc_exchange(ipc, buf, maps ? RING_OK : RING_ERR_NOMEM,
+                            maps) == RING_OK;
+    ipc->reg = maps;
+    RING_CHECK(ring__ipc_all(ipc, ok, &all_ok));
+    if (all_ok)
+        ipc->reg_bytes = least;
+    else
+        ring__ipc_unregister(ipc);
+out:
+    return status;
+}
+
+int ring__ipc_registered(const ring__ipc_t *ipc, size_t nbytes)
+{
+    return ipc && ipc->reg && nbytes <= ipc->reg_bytes;
+}
+
+int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c)
+{
+    int status = RING_OK, size = ipc->size;
+    const ring_dev_t *dev = ipc->dev;
+    const void *inputs[RING_DEV_MAX_INPUTS];
+    size_t esize = c->esize, n = c->count;
+    char *mine = ipc->reg[ipc->rank];
+    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
+    size_t at = ring__block_offset(n, size, ipc->rank) * esize;
+    size_t len = ring__block_count(n, size, ipc->rank);
+    for (int r = 0; r < size; r++) inputs[r] = ipc->reg[r] + at;
+    if (len > 0)
+        RING_CHECK(dev->reduce_n(mine + at, inputs, size, len, c->dtype,
+                                 c->op, c->op == RING_AVERAGE ? size : 1,
+                                 ipc->stream));
+    RING_CHECK(dev->stream_sync(ipc->stream));
+    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
+    for (int r = 0; r < size; r++) {
+        size_t from = ring__block_offset(n, size, r) * esize;
+        size_t bytes = ring__block_count(n, size, r) * esize;
+        if (r != ipc->rank && bytes > 0)
+            RING_CHECK(dev->copy(mine + from, ipc->reg[r] + from, bytes,
+                                 ipc->stream));
+    }
+    RING_CHECK(dev->stream_sync(ipc->stream));
+    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
 out:
     return status;
 }

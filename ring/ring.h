@@ -364,6 +364,22 @@ int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,
                              void *recvbuf, size_t count, ring_dtype_t dtype,
                              ring_op_t op, const ring_apply_t *apply);
 
+/* Collective: buf (nbytes, the start of an allocation) becomes ctx's
+ * registered buffer, replacing an earlier one (NULL: none). Within a
+ * node, device buffers are then opened by the node's other ranks once
+ * (CUDA IPC), so that ring_ctx_allreduce_registered reduces them where
+ * they lie, without copying them in first: hvd registers its device
+ * fusion buffer. RING_OK also where nothing can be opened (host memory,
+ * no shared window, a rank that cannot export): the calls then take
+ * ring_ctx_allreduce's way. The buffer must outlive its registration. */
+int ring_ctx_register(ring_ctx_t *ctx, void *buf, size_t nbytes);
+
+/* ring_ctx_allreduce in place on the first count elements of every
+ * rank's registered buffer. RING_ERR_ARG when none is registered or it
+ * is too small. */
+int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,
+                                  ring_dtype_t dtype, ring_op_t op);
+
 /* The other collectives over ctx's ranks, as their MPI_Comm twins below. */
 int ring_ctx_broadcast(ring_ctx_t *ctx, void *buf, size_t count,
                        ring_dtype_t dtype, int root);

@@ -161,6 +161,8 @@ struct ring_ctx {
     ring__ipc_t *ipc;     /* device slabs opened across the node, made by
                              the first device allreduce through shm */
     int ipc_tried;        /* that allreduce came: NULL ipc means none */
+    void *registered;     /* ring_ctx_register's buffer, or NULL */
+    size_t registered_bytes;
     int wrapped;          /* ring__ctx_wrap's: holds nothing past a call */
 };
 
@@ -190,6 +192,7 @@ typedef enum {
     RING__REDUCE_SCATTER,
     RING__ALLGATHER,
     RING__BROADCAST,
+    RING__ALLREDUCE_REGISTERED,
     RING__SHM_ALLREDUCE,
     RING__SHM_ALLREDUCE_HIER,
     RING__SHM_ALLREDUCE_APPLY,
@@ -374,9 +377,21 @@ void ring__stage_free(ring__stage_t **stage);
  * when the exchange itself fails. */
 int ring__ipc_create(MPI_Comm node, const ring_dev_t *dev, size_t half_bytes,
                      ring__ipc_t **ipc);
-/* c's context's window, made by its first device allreduce (collective
- * then); *ipc NULL when it could not be made (logged once). */
-int ring__ipc_of(const ring__coll_t *c, ring__ipc_t **ipc);
+/* ctx's window, made by its first device allreduce or registration
+ * (collective then, over ctx->comm: ranks on one node); *ipc NULL when
+ * it could not be made (logged once, by rank 0). */
+int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
+                 const ring__tuning_t *tuning, ring__ipc_t **ipc);
+/* Collective over ipc's node: buf (nbytes; the start of a device
+ * allocation) is every rank's registered buffer, opened by the others;
+ * an earlier one is closed. None when any rank passes NULL or cannot
+ * export or open. */
+int ring__ipc_register(ring__ipc_t *ipc, void *buf, size_t nbytes);
+/* Whether ipc holds registered buffers of at least nbytes everywhere. */
+int ring__ipc_registered(const ring__ipc_t *ipc, size_t nbytes);
+/* The opened call c in place on the registered buffers, read where they
+ * lie (ring__ipc_allreduce's result, without the copy in). */
+int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c);
 /* Collective: frees ipc (NULL: no-op). */
 void ring__ipc_free(ring__ipc_t **ipc);
 /* The allreduce of the opened call c (device buffers, every rank of ipc's

@@ -283,6 +283,44 @@ static void test_all(void)
         }
 }
 
+/* A registered device buffer (hvd's fusion buffer), reduced where it lies
+ * through ring_ctx_allreduce_registered: the host path's result, bit for
+ * bit, call after call; a count that overruns it, or none registered,
+ * refused. */
+static void test_registered(void)
+{
+    enum { REG_BYTES = 1 << 20 };
+    char *reg = dev_alloc(REG_BYTES), *got = malloc(REG_BYTES);
+    const call_t cases[] = {{70001, RING_FLOAT32, RING_SUM, 0, 0},
+                            {REG_BYTES / 2, RING_FLOAT16, RING_AVERAGE, 0, 0},
+                            {5, RING_INT64, RING_MAX, 0, 0},
+                            {4099, RING_BFLOAT16, RING_MIN, 0, 0}};
+    expect_ok(ring_ctx_register(ctx, reg, REG_BYTES), "ring_ctx_register");
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const call_t *c = &cases[k];
+        size_t nbytes = c->count * ring_dtype_size(c->dtype);
+        char *want = filled(c->count, c->dtype, c->op, rank);
+        name_case("allreduce_registered", c, 1, 0);
+        dev_copy(reg, want, nbytes);
+        expect_ok(run_allreduce(want, want, (void *)c), "host call");
+        expect_ok(ring_ctx_allreduce_registered(ctx, c->count, c->dtype,
+                                                c->op),
+                  "ring_ctx_allreduce_registered");
+        dev_copy(got, reg, nbytes);
+        expect_same(got, want, nbytes);
+        free(want);
+    }
+    snprintf(case_name, sizeof case_name, "registered refusals n=%d", size);
+    TEST_EQ(ring_ctx_allreduce_registered(ctx, REG_BYTES / 4 + 1,
+                                          RING_FLOAT32, RING_SUM),
+            RING_ERR_ARG);
+    expect_ok(ring_ctx_register(ctx, NULL, 0), "unregister");
+    TEST_EQ(ring_ctx_allreduce_registered(ctx, 1, RING_FLOAT32, RING_SUM),
+            RING_ERR_ARG);
+    dev->release(reg);
+    free(got);
+}
+
 /* Calls that take host memory only refuse device buffers with a
  * message, before any data moves; a good call works after them. */
 static void test_refused(void)
@@ -336,6 +374,7 @@ int main(int argc, char **argv)
         return TEST_HARD_ERROR;
     }
     test_all();
+    test_registered();
     test_refused();
     /* Every case above of 4 KiB or more went through the window. */
     const char *ipc = getenv("HVD_RING_IPC");
