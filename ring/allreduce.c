@@ -209,8 +209,8 @@ static int ring__allreduce_device(const ring__coll_t *c, const void *sendbuf,
 {
     int status = RING_OK;
     ring__ar_t algo = c->size > 1 ? ring__allreduce_decide(c) : RING__AR_RING;
-    if (algo == RING__AR_SHM && c->tuning->ipc &&
-        c->size <= RING_DEV_MAX_INPUTS) {
+    if ((algo == RING__AR_SHM || algo == RING__AR_SHM_HIER) &&
+        c->tuning->ipc) {
         ring__ipc_t *ipc;
         RING_CHECK(ring__ipc_of(c->ctx, c->dev, c->tuning, &ipc));
         if (c->kind == RING__ALLREDUCE_REGISTERED &&
@@ -314,9 +314,7 @@ int ring_ctx_register(ring_ctx_t *ctx, void *buf, size_t nbytes)
     ctx->registered_bytes = ctx->registered ? nbytes : 0;
     /* The window's device twin: where device allreduces take it. Every
      * rank decides alike (the context and the tuning agree). */
-    if (!dev || !ctx->shm || ctx->cross != MPI_COMM_NULL || !tuning->ipc ||
-        size < 2 || size > RING_DEV_MAX_INPUTS)
-        goto out;
+    if (!dev || !ctx->shm || !tuning->ipc || size < 2) goto out;
     RING_CHECK(ring__ipc_of(ctx, dev, tuning, &ipc));
     if (ipc)
         RING_CHECK(ring__ipc_register(ipc, ctx->registered,

@@ -57,6 +57,9 @@ struct ring__ipc {
     char **reg;             /* every rank's registered buffer, mapped
                                here; NULL: none */
     size_t reg_bytes;       /* the least of the ranks' */
+    ring_ctx_t *across;     /* hierarchical: the ranks of this index on
+                               every node (staged ring); else NULL */
+    int nranks;             /* every node's ranks together */
 };
 
 /* Closes the others' registered buffers (ours is the caller's). */
@@ -84,6 +87,7 @@ void ring__ipc_free(ring__ipc_t **ipcp)
             ipc->dev->ipc_close(ipc->slabs[r]);
     }
     ipc->dev->stream_destroy(ipc->stream);
+    ring_ctx_free(&ipc->across);
     if (ipc->comm != MPI_COMM_NULL) MPI_Comm_free(&ipc->comm);
     free(ipc->slabs);
     free(ipc);
@@ -140,27 +144,34 @@ static int ring__ipc_open(ring__ipc_t *ipc)
     return status;
 }
 
-int ring__ipc_create(MPI_Comm node, const ring_dev_t *dev, size_t half_bytes,
-                     ring__ipc_t **out)
+int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
+                     size_t half_bytes, ring__ipc_t **out)
 {
     int status = RING_OK, ok, all_ok;
+    int hier = ctx->cross != MPI_COMM_NULL;
     ring__ipc_t *ipc = calloc(1, sizeof *ipc);
     *out = NULL;
     if (!ipc) return RING_ERR_NOMEM;
     ipc->dev = dev;
     ipc->half_bytes = half_bytes;
     ipc->comm = MPI_COMM_NULL;
-    RING_CHECK_MPI(MPI_Comm_dup(node, &ipc->comm));
+    RING_CHECK_MPI(MPI_Comm_dup(hier ? ctx->node : ctx->comm, &ipc->comm));
     RING_CHECK_MPI(MPI_Comm_rank(ipc->comm, &ipc->rank));
     RING_CHECK_MPI(MPI_Comm_size(ipc->comm, &ipc->size));
-    ok = ring__ipc_open(ipc) == RING_OK;
-    /* All ranks take the window or none does: a rank alone on it would
-     * wait for the others at its first barrier. */
-    RING_CHECK(ring__ipc_all(ipc, ok, &all_ok));
-    if (all_ok) {
-        *out = ipc;
-        ipc = NULL;
+    RING_CHECK_MPI(MPI_Comm_size(ctx->comm, &ipc->nranks));
+    ok = ipc->size <= RING_DEV_MAX_INPUTS && ring__ipc_open(ipc) == RING_OK;
+    /* Every rank of every node takes the window or none does: a rank
+     * alone on it would wait for the others at its first barrier, and
+     * nodes that went different ways would cut different messages. */
+    RING_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN,
+                                 ctx->comm));
+    if (!all_ok) goto out;
+    if (hier) {
+        ring_ctx_opts_t over_mpi = {.intranode = RING_INTRANODE_RING};
+        RING_CHECK(ring_ctx_create(ctx->cross, &over_mpi, &ipc->across));
     }
+    *out = ipc;
+    ipc = NULL;
 out:
     ring__ipc_free(&ipc);
     return status;
@@ -172,7 +183,7 @@ int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
     if (!ctx->ipc_tried) {
         ctx->ipc_tried = 1;
         size_t half = tuning->staging_bytes / 2 / 256 * 256;
-        int status = ring__ipc_create(ctx->comm, dev, half ? half : 256,
+        int status = ring__ipc_create(ctx, dev, half ? half : 256,
                                       &ctx->ipc);
         if (status != RING_OK) return status;
         int rank;
@@ -186,37 +197,72 @@ int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
     return RING_OK;
 }
 
-/* One chunk of n elements. */
-static int ring__ipc_chunk(ring__ipc_t *ipc, const ring__coll_t *c,
-                           const char *sendbuf, char *recvbuf, size_t n)
+/* Block `rank` of n elements, reduced over every rank's bufs[r] into
+ * this rank's own: in one kernel, in rank order; across nodes then
+ * allreduced with the ranks of the same index on the other nodes (an
+ * AVERAGE summed in both stages, divided once by every rank's number).
+ * Waited for. */
+static int ring__ipc_reduce_block(ring__ipc_t *ipc, const ring__coll_t *c,
+                                  char *const *bufs, size_t n)
 {
     int status = RING_OK, size = ipc->size;
     const ring_dev_t *dev = ipc->dev;
     const void *inputs[RING_DEV_MAX_INPUTS];
-    size_t esize = c->esize, half = (ipc->nchunks++ & 1) * ipc->half_bytes;
-    char *mine = ipc->slabs[ipc->rank] + half;
-    RING_CHECK(dev->copy(mine, sendbuf, n * esize, ipc->stream));
-    RING_CHECK(dev->stream_sync(ipc->stream));
-    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
-
-    size_t at = ring__block_offset(n, size, ipc->rank) * esize;
+    size_t at = ring__block_offset(n, size, ipc->rank) * c->esize;
     size_t len = ring__block_count(n, size, ipc->rank);
-    for (int r = 0; r < size; r++) inputs[r] = ipc->slabs[r] + half + at;
+    char *own = bufs[ipc->rank] + at;
+    int average = c->op == RING_AVERAGE;
+    ring_op_t op = ipc->across && average ? RING_SUM : c->op;
+    for (int r = 0; r < size; r++) inputs[r] = bufs[r] + at;
     if (len > 0)
-        RING_CHECK(dev->reduce_n(mine + at, inputs, size, len, c->dtype,
-                                 c->op, c->op == RING_AVERAGE ? size : 1,
+        RING_CHECK(dev->reduce_n(own, inputs, size, len, c->dtype, op,
+                                 average && !ipc->across ? size : 1,
                                  ipc->stream));
     RING_CHECK(dev->stream_sync(ipc->stream));
-    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
-
-    for (int r = 0; r < size; r++) {
-        size_t from = ring__block_offset(n, size, r) * esize;
-        size_t bytes = ring__block_count(n, size, r) * esize;
-        if (bytes > 0)
-            RING_CHECK(dev->copy(recvbuf + from, ipc->slabs[r] + half + from,
-                                 bytes, ipc->stream));
+    if (!ipc->across) goto out;
+    RING_CHECK(ring_ctx_allreduce(ipc->across, own, own, len, c->dtype, op));
+    if (average && len > 0) {
+        RING_CHECK(dev->divide(own, len, c->dtype, ipc->nranks,
+                               ipc->stream));
+        RING_CHECK(dev->stream_sync(ipc->stream));
     }
-    RING_CHECK(dev->stream_sync(ipc->stream));
+out:
+    return status;
+}
+
+/* Every block but this rank's own from its owner's bufs[r] into dst (a
+ * block of dst already holding it is skipped). Waited for. */
+static int ring__ipc_gather(ring__ipc_t *ipc, const ring__coll_t *c,
+                            char *const *bufs, char *dst, size_t n)
+{
+    int status = RING_OK;
+    for (int r = 0; r < ipc->size; r++) {
+        size_t from = ring__block_offset(n, ipc->size, r) * c->esize;
+        size_t bytes = ring__block_count(n, ipc->size, r) * c->esize;
+        if (bytes > 0 && bufs[r] + from != dst + from)
+            RING_CHECK(ipc->dev->copy(dst + from, bufs[r] + from, bytes,
+                                      ipc->stream));
+    }
+    status = ipc->dev->stream_sync(ipc->stream);
+out:
+    return status;
+}
+
+/* One chunk of n elements through the slabs' half in turn. */
+static int ring__ipc_chunk(ring__ipc_t *ipc, const ring__coll_t *c,
+                           const char *sendbuf, char *recvbuf, size_t n)
+{
+    int status = RING_OK;
+    char *bufs[RING_DEV_MAX_INPUTS];
+    size_t half = (ipc->nchunks++ & 1) * ipc->half_bytes;
+    for (int r = 0; r < ipc->size; r++) bufs[r] = ipc->slabs[r] + half;
+    RING_CHECK(ipc->dev->copy(bufs[ipc->rank], sendbuf, n * c->esize,
+                              ipc->stream));
+    RING_CHECK(ipc->dev->stream_sync(ipc->stream));
+    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
+    RING_CHECK(ring__ipc_reduce_block(ipc, c, bufs, n));
+    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
+    RING_CHECK(ring__ipc_gather(ipc, c, bufs, recvbuf, n));
 out:
     return status;
 }
@@ -245,12 +291,19 @@ int ring__ipc_register(ring__ipc_t *ipc, void *buf, size_t nbytes)
     ring__ipc_unregister(ipc);
     RING_CHECK_MPI(MPI_Allreduce(&mine, &least, 1, MPI_UNSIGNED_LONG_LONG,
                                  MPI_MIN, ipc->comm));
+    if (ipc->across)
+        RING_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &least, 1,
+                                     MPI_UNSIGNED_LONG_LONG, MPI_MIN,
+                                     ipc->across->comm));
     if (least == 0) goto out; /* some rank registers nothing */
     char **maps = calloc((size_t)ipc->size, sizeof *maps);
     ok = ring__ipc_exchange(ipc, buf, maps ? RING_OK : RING_ERR_NOMEM,
                             maps) == RING_OK;
     ipc->reg = maps;
     RING_CHECK(ring__ipc_all(ipc, ok, &all_ok));
+    if (ipc->across) /* and on every node */
+        RING_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT,
+                                     MPI_MIN, ipc->across->comm));
     if (all_ok)
         ipc->reg_bytes = least;
     else
@@ -266,29 +319,12 @@ int ring__ipc_registered(const ring__ipc_t *ipc, size_t nbytes)
 
 int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c)
 {
-    int status = RING_OK, size = ipc->size;
-    const ring_dev_t *dev = ipc->dev;
-    const void *inputs[RING_DEV_MAX_INPUTS];
-    size_t esize = c->esize, n = c->count;
-    char *mine = ipc->reg[ipc->rank];
+    int status = RING_OK;
     RING_CHECK_MPI(MPI_Barrier(ipc->comm));
-    size_t at = ring__block_offset(n, size, ipc->rank) * esize;
-    size_t len = ring__block_count(n, size, ipc->rank);
-    for (int r = 0; r < size; r++) inputs[r] = ipc->reg[r] + at;
-    if (len > 0)
-        RING_CHECK(dev->reduce_n(mine + at, inputs, size, len, c->dtype,
-                                 c->op, c->op == RING_AVERAGE ? size : 1,
-                                 ipc->stream));
-    RING_CHECK(dev->stream_sync(ipc->stream));
+    RING_CHECK(ring__ipc_reduce_block(ipc, c, ipc->reg, c->count));
     RING_CHECK_MPI(MPI_Barrier(ipc->comm));
-    for (int r = 0; r < size; r++) {
-        size_t from = ring__block_offset(n, size, r) * esize;
-        size_t bytes = ring__block_count(n, size, r) * esize;
-        if (r != ipc->rank && bytes > 0)
-            RING_CHECK(dev->copy(mine + from, ipc->reg[r] + from, bytes,
-                                 ipc->stream));
-    }
-    RING_CHECK(dev->stream_sync(ipc->stream));
+    RING_CHECK(ring__ipc_gather(ipc, c, ipc->reg, ipc->reg[ipc->rank],
+                                c->count));
     RING_CHECK_MPI(MPI_Barrier(ipc->comm));
 out:
     return status;

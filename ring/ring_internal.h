@@ -371,12 +371,14 @@ int ring__staged(const ring__coll_t *c, const ring__staged_t *s);
 void ring__stage_free(ring__stage_t **stage);
 
 /* ---- device buffers within a node through CUDA IPC (ring/ipc.c) ---- */
-/* Collective over node: every rank's device slab of two halves of
- * half_bytes, opened by every other. *ipc is NULL on every rank when any
- * rank could not export or open (the caller then stages). RING_ERR_MPI
- * when the exchange itself fails. */
-int ring__ipc_create(MPI_Comm node, const ring_dev_t *dev, size_t half_bytes,
-                     ring__ipc_t **ipc);
+/* Collective over ctx: within each node (ctx->node when hierarchical,
+ * else all of ctx's ranks) every rank's device slab of two halves of
+ * half_bytes, opened by the node's others, and across nodes a context
+ * over ctx->cross. *ipc is NULL on every rank when any rank could not
+ * export or open (the caller then stages). RING_ERR_MPI when the
+ * exchange itself fails. */
+int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
+                     size_t half_bytes, ring__ipc_t **ipc);
 /* ctx's window, made by its first device allreduce or registration
  * (collective then, over ctx->comm: ranks on one node); *ipc NULL when
  * it could not be made (logged once, by rank 0). */

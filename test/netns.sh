@@ -9,7 +9,9 @@
 #   2 hosts, ranks dealt round-robin (mpirun --map-by node): test_hvd at 4
 #     and 3, allreduce_perf's check at 4, and 300 steps of train_fmnist
 #     (mlp) at 4, which must end with a test accuracy of at least 0.7;
-#   3 hosts, 5 ranks round-robin: test_hvd.
+#   3 hosts, 5 ranks round-robin: test_hvd;
+#   device buffers on the emulated device: test_ring_device at 2+2
+#     hierarchical (IPC within each host, staged across) and at 2+1.
 #
 # Beyond each program's own checks (test_hvd compares hvd's local and cross
 # ranks and sizes with MPI's view of the nodes, and every result with
@@ -130,6 +132,12 @@ if ! grep -q "nodes hold 2 and 1 ranks" "$dir/err"; then
     echo "FAIL: 2+1 hierarchical: no warning that the flat ring runs" >&2
     rc=1
 fi
+# Device buffers (the emulated device) across hosts: hierarchical, IPC
+# within each host and staged across; flat, staged over the ring.
+script_launch "2+2 hierarchical test_ring_device" 4 test/test_ring_device \
+    --emulate delay:3 --staging-bytes 64K --hier
+script_launch "2+1 test_ring_device" 3 test/test_ring_device --emulate 1 \
+    --staging-bytes 64K
 # Shared memory cannot span hosts: forcing it must fail hvd_init, by name.
 script_launch "2+1 HVD_INTRANODE=shm" 3 test/test_hvd_env HVD_INTRANODE=shm \
     bad

@@ -21,6 +21,8 @@
  * window. The test checks which one the context took. --cuda-aware 1
  * sets HVD_CUDA_AWARE: MPI is handed device pointers (the emulated
  * device's memory is host memory MPI can read, except in guard mode).
+ * --hier makes the context hierarchical (test/netns.sh runs it across
+ * two fake hosts: IPC within each, staged across).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdlib.h>
@@ -342,18 +344,20 @@ static void test_refused(void)
 
 int main(int argc, char **argv)
 {
+    static const char *const env_options[][2] = {
+        {"--emulate", "HVD_DEVICE_EMULATE"},
+        {"--staging-bytes", "HVD_RING_STAGING_BYTES"},
+        {"--ipc", "HVD_RING_IPC"},
+        {"--cuda-aware", "HVD_CUDA_AWARE"}};
     const char *intranode = "auto";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--emulate") == 0)
-            setenv("HVD_DEVICE_EMULATE", argv[i + 1], 1);
-        else if (strcmp(argv[i], "--staging-bytes") == 0)
-            setenv("HVD_RING_STAGING_BYTES", argv[i + 1], 1);
-        else if (strcmp(argv[i], "--intranode") == 0)
-            intranode = argv[i + 1];
-        else if (strcmp(argv[i], "--ipc") == 0)
-            setenv("HVD_RING_IPC", argv[i + 1], 1);
-        else if (strcmp(argv[i], "--cuda-aware") == 0)
-            setenv("HVD_CUDA_AWARE", argv[i + 1], 1);
+    int hier = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--hier") == 0) hier = 1;
+        if (i + 1 == argc) break;
+        if (strcmp(argv[i], "--intranode") == 0) intranode = argv[++i];
+        for (size_t k = 0; k < sizeof env_options / sizeof *env_options; k++)
+            if (strcmp(argv[i], env_options[k][0]) == 0)
+                setenv(env_options[k][1], argv[++i], 1);
     }
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return TEST_HARD_ERROR;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -367,7 +371,8 @@ int main(int argc, char **argv)
     ring_ctx_opts_t opts = {
         .intranode = strcmp(intranode, "shm") == 0    ? RING_INTRANODE_SHM
                      : strcmp(intranode, "ring") == 0 ? RING_INTRANODE_RING
-                                                      : RING_INTRANODE_AUTO};
+                                                      : RING_INTRANODE_AUTO,
+        .hierarchical = hier};
     if (dev->stream_create(&stream) != RING_OK ||
         ring_ctx_create(MPI_COMM_WORLD, &opts, &ctx) != RING_OK) {
         MPI_Finalize();
