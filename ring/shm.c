@@ -77,21 +77,13 @@
  * step (ZeRO stage 1) is one such call: gradients in, each rank updating
  * only the parameters of its block, new parameters out.
  */
-#include <sched.h>
-#include <stdatomic.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 #include <stdlib.h>
 #include <string.h>
+#include "ring/ctl.h"
 #include "ring/ring_internal.h"
-
-/* Each counter in a cache line of its own: ranks poll each other's. */
-typedef struct {
-    _Alignas(64) _Atomic uint64_t posted;
-    _Alignas(64) _Atomic uint64_t reduced;
-    _Alignas(64) _Atomic uint64_t released;
-} ring__shm_ctl_t;
 
 /* A rank's part of the window: its counters on the first page, the slab
  * page-aligned after them. MPI only promises a base aligned for any basic
@@ -146,7 +138,7 @@ struct ring_shm {
     MPI_Win win;
     int rank, size;
     size_t slab_bytes;
-    ring__shm_ctl_t **ctl; /* every rank's counters */
+    ring__ctl_t **ctl; /* every rank's counters */
     char **slab;           /* every rank's slab */
     const void **inputs;   /* scratch: one segment of every rank */
     char *tile;            /* scratch: RING__SHM_TILE_BYTES reduced */
@@ -216,7 +208,7 @@ int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **out)
         char *base;
         RING_CHECK_MPI(MPI_Win_shared_query(shm->win, r, &bytes, &disp, &base));
         base = ring__shm_page_up(base);
-        shm->ctl[r] = (ring__shm_ctl_t *)base;
+        shm->ctl[r] = (ring__ctl_t *)base;
         shm->slab[r] = base + RING__SHM_PAGE;
     }
     memset(mine, 0, RING__SHM_PAGE);
@@ -230,6 +222,11 @@ out:
     if (local != MPI_COMM_NULL) MPI_Comm_free(&local);
     if (shm) ring_shm_free(&shm);
     return status;
+}
+
+ring__ctl_t *ring__shm_ctl(ring_shm_t *shm, int rank)
+{
+    return shm->ctl[rank];
 }
 
 int ring_shm_free(ring_shm_t **shmp)
@@ -250,28 +247,10 @@ out:
     return status;
 }
 
-/* Until *counter >= target: spin a little (the other rank is usually a few
- * hundred nanoseconds away), then give the core up between looks. */
-static void ring__shm_wait(_Atomic uint64_t *counter, uint64_t target)
-{
-    for (int spins = 0;
-         atomic_load_explicit(counter, memory_order_acquire) < target;
-         spins++) {
-        if (spins < 256) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-        } else {
-            sched_yield();
-        }
-    }
-}
-
-/* Until no rank reads this rank's slab for an earlier chunk. */
 static void ring__shm_wait_released(ring_shm_t *shm)
 {
     for (int r = 0; r < shm->size; r++)
-        if (r != shm->rank) ring__shm_wait(&shm->ctl[r]->released, shm->nchunks);
+        if (r != shm->rank) ring__ctl_wait(&shm->ctl[r]->released, shm->nchunks);
 }
 
 int ring_shm_slab(ring_shm_t *shm, void **slab, size_t *slab_bytes)
@@ -392,8 +371,7 @@ static void ring__shm_post(const ring__shm_chunk_t *c, size_t s)
                               c->publish);
         }
     ring__shm_publish_fence(c);
-    atomic_store_explicit(&shm->ctl[shm->rank]->posted, c->base + s + 1,
-                          memory_order_release);
+    ring__ctl_set(&shm->ctl[shm->rank]->posted, c->base + s + 1);
 }
 
 static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
@@ -404,7 +382,7 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
     size_t off = at * c->esize;
     char *acc = shm->slab[me] + off;
     for (int r = 0; r < n; r++)
-        if (r != me) ring__shm_wait(&shm->ctl[r]->posted, c->base + s + 1);
+        if (r != me) ring__ctl_wait(&shm->ctl[r]->posted, c->base + s + 1);
     /* Across nodes the block is not final yet: ring__shm_cross ends it
      * and copies it out. */
     int copy_out = c->cross == MPI_COMM_NULL &&
@@ -440,8 +418,7 @@ static void ring__shm_reduce(const ring__shm_chunk_t *c, size_t s)
     }
     ring__shm_publish_fence(c);
     if (c->cross != MPI_COMM_NULL) return;
-    atomic_store_explicit(&shm->ctl[me]->reduced, c->base + s + 1,
-                          memory_order_release);
+    ring__ctl_set(&shm->ctl[me]->reduced, c->base + s + 1);
 }
 
 /* Hierarchical: the own block, summed over this node, is allreduced with
@@ -462,8 +439,7 @@ static int ring__shm_cross(const ring__shm_chunk_t *c, size_t nseg)
                                                         block))
         ring__io_write(c->io, ring__shm_at(c, at), block, len * c->esize,
                        c->mem->copy);
-    atomic_store_explicit(&shm->ctl[me]->reduced, c->base + nseg,
-                          memory_order_release);
+    ring__ctl_set(&shm->ctl[me]->reduced, c->base + nseg);
     return status;
 }
 
@@ -473,7 +449,7 @@ static void ring__shm_gather(const ring__shm_chunk_t *c, size_t s)
     for (int r = 0; r < shm->size; r++) {
         if (r == shm->rank) continue;
         size_t len, at = ring__shm_seg(c, r, s, &len);
-        ring__shm_wait(&shm->ctl[r]->reduced, c->base + s + 1);
+        ring__ctl_wait(&shm->ctl[r]->reduced, c->base + s + 1);
         if (len == 0) continue;
         size_t pos = ring__shm_at(c, at), nbytes = len * c->esize;
         const char *from = shm->slab[r] + at * c->esize;
@@ -511,8 +487,7 @@ static int ring__shm_chunk(ring__shm_chunk_t *c)
         ring__shm_gather(c, s);
     shm->nsegs += nseg;
     shm->nchunks++;
-    atomic_store_explicit(&shm->ctl[shm->rank]->released, shm->nchunks,
-                          memory_order_release);
+    ring__ctl_set(&shm->ctl[shm->rank]->released, shm->nchunks);
     return status;
 }
 
