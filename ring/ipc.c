@@ -10,41 +10,67 @@
  * instead (ring/staged.c), logged once.
  *
  * A call runs in chunks of half a slab; chunk g (counted since the slab
- * was made) lives in half g % 2. For each chunk rank r, on its stream,
- *   1. copies its input into its half and waits for the copy;
- *      barrier: every half holds its rank's chunk;
- *   2. reduces block r of the chunk: every rank's half, in rank order, in
- *      one kernel (reduce_n, the shared window's order and arithmetic, so
- *      the result is bitwise the host path's), into its own half, where
- *      nobody else reads block r; waits for it;
- *      barrier: every block is reduced;
- *   3. copies every block from its owner's half into recvbuf; waits.
- * Ordering comes from the host: a rank's kernel or copy is done when its
- * stream sync returns, and MPI_Barrier orders that before any other rank
- * goes on (the device writes are visible to other processes once the
- * stream has synchronised). Step 1 of chunk g + 2 overwrites the half that
- * step 3 of chunk g read, so a rank may start it only once every rank is
- * past that step 3: it is, as every rank has since passed chunk g + 1's
- * first barrier. Two barriers a chunk, none at the end of a call.
+ * was made) lives in half g % 2. The chunk is cut into N blocks as the
+ * ring cuts them, rank r owning block r, and the blocks into segments
+ * (HVD_SHM_SEGMENT_BYTES). For each segment s in turn, rank r, on its
+ * stream,
+ *   1. copies segment s of every block of its input into its half, waits
+ *      for the copies, and posts s;
+ *   2. once every rank has posted s, reduces segment s of block r: every
+ *      rank's half, in rank order, in one kernel (reduce_n: the shared
+ *      window's order and arithmetic, so the result is bitwise the host
+ *      path's), into its own half, where nobody else reads block r; waits
+ *      for it and publishes "reduced s";
+ *   3. once each owner has reduced segment s-1 of its block, copies it
+ *      from the owner's half into recvbuf.
+ * After the last segment (gathered as step 3 of one more) it waits for its
+ * copies and releases the chunk. Step 1 of chunk g writes the half that
+ * chunk g - 2 read, and needs no wait for it: every rank posted chunk
+ * g - 1's first segment only after it had finished chunk g - 2, and this
+ * rank waited for those posts in chunk g - 1's step 2.
+ *
+ * The ranks tell each other through ring/ctl.h's counters, in a small
+ * shared window of their own (ring/shm.c's): posted, reduced, released,
+ * each only ever growing. Ordering: a rank's copies and kernels are done
+ * when its stream sync returns, and the device's writes are then visible
+ * to the other processes' device work; the rank then stores the counter
+ * with release order, and a reader loads it with acquire order before it
+ * queues any work that reads that memory.
+ *
+ * Worked example, N = 2, one chunk of one segment per block, half 0,
+ * counters at 0. Rank 0 copies segment 0 of blocks 0 and 1 into half 0 of
+ * slab 0, syncs, posted0 = 1; rank 1 the same into slab 1, posted1 = 1.
+ * Rank 0 sees posted1 >= 1, reduces block 0 from slab 0 and slab 1 into
+ * slab 0, syncs, reduced0 = 1. Rank 1 reduces block 1 into slab 1,
+ * reduced1 = 1. Rank 0 sees reduced1 >= 1 and copies block 1 from slab 1
+ * (and block 0 from its own slab) into its recvbuf, syncs, released0 = 1;
+ * rank 1 likewise. Block 1 of slab 1 was written by rank 1's kernel,
+ * which had finished before reduced1 = 1, and is read by rank 0 only after
+ * it saw that. The next chunk uses half 1; the one after, half 0 again,
+ * which rank 1 no longer reads: it posted in half 1 only after it was
+ * done with half 0.
  *
  * A registered buffer (ring_ctx_register: hvd's device fusion buffer) is
- * exported and opened the same way, once, and reduced where it lies,
- * without the copy into the slab: every rank's buffer holds its input
- * (barrier), rank r reduces block r of all of them into its own (barrier),
- * and copies every other block from its owner's buffer (barrier: only
- * then may any rank write its buffer again). It reads each byte of the
- * input once and writes each byte of the output once, plus the block it
- * reduces: what ranks sharing one GPU can do at best, bar that block.
+ * exported and opened the same way, once, and reduced where it lies: no
+ * copy in, all of it posted at once (the caller's writes are done), each
+ * rank reducing its block in place and gathering the others'. As the
+ * caller may write its buffer as soon as the call returns, the call ends
+ * once every rank has released it. It reads each byte of the input once
+ * and writes each byte of the output once, plus the block it reduces:
+ * what ranks sharing one GPU can do at best, bar that block.
  *
- * Worked example, N = 2, one chunk (half 0). Rank 0 copies its input into
- * half 0 of slab 0, rank 1 into half 0 of slab 1; barrier. Rank 0 reduces
- * block 0 from slab 0 and slab 1 into slab 0, rank 1 block 1 into slab 1;
- * barrier. Rank 0 copies block 0 from slab 0 and block 1 from slab 1 into
- * its recvbuf, rank 1 the same. Block 1 of slab 1 was written in step 2
- * and read by rank 0 only after the barrier that follows it.
+ * Across nodes (hierarchical), rank r's block is reduced over the node
+ * segment by segment, then allreduced whole with the ranks of index r on
+ * the other nodes (a staged context over ctx->cross), and only then
+ * published as reduced: as shm.c's hierarchical stage does, so the result
+ * is its own. An AVERAGE is summed in both stages and divided once.
  */
 #include <stdlib.h>
+#include "ring/ctl.h"
 #include "ring/ring_internal.h"
+
+/* The counters' window needs no slab to speak of. */
+enum { RING__IPC_FLAGS_BYTES = 64 };
 
 struct ring__ipc {
     const ring_dev_t *dev;
@@ -60,6 +86,9 @@ struct ring__ipc {
     ring_ctx_t *across;     /* hierarchical: the ranks of this index on
                                every node (staged ring); else NULL */
     int nranks;             /* every node's ranks together */
+    ring_shm_t *flags;      /* the counters' window */
+    ring__ctl_t **ctl;      /* every rank's counters */
+    uint64_t nsegs;         /* segments run so far: the counters' base */
 };
 
 /* Closes the others' registered buffers (ours is the caller's). */
@@ -88,6 +117,8 @@ void ring__ipc_free(ring__ipc_t **ipcp)
     }
     ipc->dev->stream_destroy(ipc->stream);
     ring_ctx_free(&ipc->across);
+    ring_shm_free(&ipc->flags);
+    free(ipc->ctl);
     if (ipc->comm != MPI_COMM_NULL) MPI_Comm_free(&ipc->comm);
     free(ipc->slabs);
     free(ipc);
@@ -159,7 +190,12 @@ int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
     RING_CHECK_MPI(MPI_Comm_rank(ipc->comm, &ipc->rank));
     RING_CHECK_MPI(MPI_Comm_size(ipc->comm, &ipc->size));
     RING_CHECK_MPI(MPI_Comm_size(ctx->comm, &ipc->nranks));
-    ok = ipc->size <= RING_DEV_MAX_INPUTS && ring__ipc_open(ipc) == RING_OK;
+    RING_CHECK(ring_shm_create(ipc->comm, RING__IPC_FLAGS_BYTES, &ipc->flags));
+    ipc->ctl = calloc((size_t)ipc->size, sizeof *ipc->ctl);
+    for (int r = 0; ipc->ctl && r < ipc->size; r++)
+        ipc->ctl[r] = ring__shm_ctl(ipc->flags, r);
+    ok = ipc->ctl && ipc->size <= RING_DEV_MAX_INPUTS &&
+         ring__ipc_open(ipc) == RING_OK;
     /* Every rank of every node takes the window or none does: a rank
      * alone on it would wait for the others at its first barrier, and
      * nodes that went different ways would cut different messages. */
@@ -197,72 +233,151 @@ int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
     return RING_OK;
 }
 
-/* Block `rank` of n elements, reduced over every rank's bufs[r] into
- * this rank's own: in one kernel, in rank order; across nodes then
- * allreduced with the ranks of the same index on the other nodes (an
- * AVERAGE summed in both stages, divided once by every rank's number).
- * Waited for. */
-static int ring__ipc_reduce_block(ring__ipc_t *ipc, const ring__coll_t *c,
-                                  char *const *bufs, size_t n)
+/* One segment's place in a block of a chunk of n elements: its offset and
+ * length in elements. */
+static size_t ring__ipc_segment(const ring__ipc_t *ipc, size_t n, int block,
+                                size_t seg, size_t s, size_t *len)
 {
-    int status = RING_OK, size = ipc->size;
-    const ring_dev_t *dev = ipc->dev;
-    const void *inputs[RING_DEV_MAX_INPUTS];
-    size_t at = ring__block_offset(n, size, ipc->rank) * c->esize;
-    size_t len = ring__block_count(n, size, ipc->rank);
-    char *own = bufs[ipc->rank] + at;
-    int average = c->op == RING_AVERAGE;
-    ring_op_t op = ipc->across && average ? RING_SUM : c->op;
-    for (int r = 0; r < size; r++) inputs[r] = bufs[r] + at;
-    if (len > 0)
-        RING_CHECK(dev->reduce_n(own, inputs, size, len, c->dtype, op,
-                                 average && !ipc->across ? size : 1,
-                                 ipc->stream));
-    RING_CHECK(dev->stream_sync(ipc->stream));
-    if (!ipc->across) goto out;
-    RING_CHECK(ring_ctx_allreduce(ipc->across, own, own, len, c->dtype, op));
-    if (average && len > 0) {
-        RING_CHECK(dev->divide(own, len, c->dtype, ipc->nranks,
-                               ipc->stream));
-        RING_CHECK(dev->stream_sync(ipc->stream));
-    }
-out:
-    return status;
+    size_t count = ring__block_count(n, ipc->size, block), from = s * seg;
+    *len = count > from ? (count - from < seg ? count - from : seg) : 0;
+    return ring__block_offset(n, ipc->size, block) + from;
 }
 
-/* Every block but this rank's own from its owner's bufs[r] into dst (a
- * block of dst already holding it is skipped). Waited for. */
-static int ring__ipc_gather(ring__ipc_t *ipc, const ring__coll_t *c,
-                            char *const *bufs, char *dst, size_t n)
+/* Every rank's counter `which` at least target (this rank's own too). */
+static void ring__ipc_wait_all(ring__ipc_t *ipc, size_t which,
+                               uint64_t target)
+{
+    for (int r = 0; r < ipc->size; r++)
+        ring__ctl_wait((_Atomic uint64_t *)((char *)ipc->ctl[r] + which),
+                       target);
+}
+
+/* One call's state: bufs[r] where rank r's data lies (its half of the
+ * slab, or its registered buffer), src this rank's input to copy in (NULL:
+ * in its buffer already), dst where the result goes. */
+typedef struct {
+    ring__ipc_t *ipc;
+    const ring__coll_t *c;
+    char *bufs[RING_DEV_MAX_INPUTS];
+    const char *src;
+    char *dst;
+    size_t n, seg, nseg;
+    uint64_t base;
+} ring__ipc_run_t;
+
+static int ring__ipc_copy_in(ring__ipc_run_t *run, size_t s)
 {
     int status = RING_OK;
-    for (int r = 0; r < ipc->size; r++) {
-        size_t from = ring__block_offset(n, ipc->size, r) * c->esize;
-        size_t bytes = ring__block_count(n, ipc->size, r) * c->esize;
-        if (bytes > 0 && bufs[r] + from != dst + from)
-            RING_CHECK(ipc->dev->copy(dst + from, bufs[r] + from, bytes,
+    ring__ipc_t *ipc = run->ipc;
+    size_t esize = run->c->esize, len;
+    for (int b = 0; b < ipc->size; b++) {
+        size_t at = ring__ipc_segment(ipc, run->n, b, run->seg, s, &len);
+        if (len > 0)
+            RING_CHECK(ipc->dev->copy(run->bufs[ipc->rank] + at * esize,
+                                      run->src + at * esize, len * esize,
                                       ipc->stream));
     }
-    status = ipc->dev->stream_sync(ipc->stream);
+    RING_CHECK(ipc->dev->stream_sync(ipc->stream));
+    ring__ctl_set(&ipc->ctl[ipc->rank]->posted, run->base + s + 1);
 out:
     return status;
 }
 
-/* One chunk of n elements through the slabs' half in turn. */
-static int ring__ipc_chunk(ring__ipc_t *ipc, const ring__coll_t *c,
-                           const char *sendbuf, char *recvbuf, size_t n)
+/* Segment s of this rank's block, over every rank's buffer in rank order
+ * (across nodes: summed here, the whole block's average later). */
+static int ring__ipc_reduce(ring__ipc_run_t *run, size_t s)
 {
     int status = RING_OK;
-    char *bufs[RING_DEV_MAX_INPUTS];
-    size_t half = (ipc->nchunks++ & 1) * ipc->half_bytes;
-    for (int r = 0; r < ipc->size; r++) bufs[r] = ipc->slabs[r] + half;
-    RING_CHECK(ipc->dev->copy(bufs[ipc->rank], sendbuf, n * c->esize,
-                              ipc->stream));
+    ring__ipc_t *ipc = run->ipc;
+    const ring__coll_t *c = run->c;
+    const void *inputs[RING_DEV_MAX_INPUTS];
+    size_t len, at = ring__ipc_segment(ipc, run->n, ipc->rank, run->seg, s,
+                                       &len) * c->esize;
+    int average = c->op == RING_AVERAGE;
+    ring_op_t op = ipc->across && average ? RING_SUM : c->op;
+    ring__ipc_wait_all(ipc, offsetof(ring__ctl_t, posted), run->base + s + 1);
+    for (int r = 0; r < ipc->size; r++) inputs[r] = run->bufs[r] + at;
+    if (len > 0)
+        RING_CHECK(ipc->dev->reduce_n(run->bufs[ipc->rank] + at, inputs,
+                                      ipc->size, len, c->dtype, op,
+                                      average && !ipc->across ? ipc->size
+                                                              : 1,
+                                      ipc->stream));
     RING_CHECK(ipc->dev->stream_sync(ipc->stream));
-    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
-    RING_CHECK(ring__ipc_reduce_block(ipc, c, bufs, n));
-    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
-    RING_CHECK(ring__ipc_gather(ipc, c, bufs, recvbuf, n));
+    if (!ipc->across)
+        ring__ctl_set(&ipc->ctl[ipc->rank]->reduced, run->base + s + 1);
+out:
+    return status;
+}
+
+/* Across nodes: the node's sum of this rank's block, allreduced with the
+ * ranks of its index on the other nodes, then published whole. */
+static int ring__ipc_across(ring__ipc_run_t *run)
+{
+    int status = RING_OK;
+    ring__ipc_t *ipc = run->ipc;
+    const ring__coll_t *c = run->c;
+    size_t len = ring__block_count(run->n, ipc->size, ipc->rank);
+    char *own = run->bufs[ipc->rank] +
+                ring__block_offset(run->n, ipc->size, ipc->rank) * c->esize;
+    int average = c->op == RING_AVERAGE;
+    RING_CHECK(ring_ctx_allreduce(ipc->across, own, own, len, c->dtype,
+                                  average ? RING_SUM : c->op));
+    if (average && len > 0) {
+        RING_CHECK(ipc->dev->divide(own, len, c->dtype, ipc->nranks,
+                                    ipc->stream));
+        RING_CHECK(ipc->dev->stream_sync(ipc->stream));
+    }
+    ring__ctl_set(&ipc->ctl[ipc->rank]->reduced, run->base + run->nseg);
+out:
+    return status;
+}
+
+/* Segment s of every block, once its owner has reduced it, into dst (a
+ * block already there is skipped); queued, not waited for. */
+static int ring__ipc_gather(ring__ipc_run_t *run, size_t s)
+{
+    int status = RING_OK;
+    ring__ipc_t *ipc = run->ipc;
+    size_t esize = run->c->esize, len;
+    for (int r = 0; r < ipc->size; r++) {
+        size_t at = ring__ipc_segment(ipc, run->n, r, run->seg, s, &len);
+        ring__ctl_wait(&ipc->ctl[r]->reduced, run->base + s + 1);
+        char *from = run->bufs[r] + at * esize, *to = run->dst + at * esize;
+        if (len > 0 && from != to)
+            RING_CHECK(ipc->dev->copy(to, from, len * esize, ipc->stream));
+    }
+out:
+    return status;
+}
+
+/* One chunk of n elements (see the top). */
+static int ring__ipc_run(ring__ipc_run_t *run)
+{
+    int status = RING_OK;
+    ring__ipc_t *ipc = run->ipc;
+    uint64_t g = ipc->nchunks++;
+    size_t largest = ring__block_count(run->n, ipc->size, 0);
+    run->seg = run->c->tuning->shm_segment_bytes / run->c->esize;
+    if (run->seg == 0) run->seg = 1;
+    run->nseg = (largest + run->seg - 1) / run->seg;
+    run->base = ipc->nsegs;
+    ipc->nsegs += run->nseg;
+    if (!run->src) /* registered: all of it is in */
+        ring__ctl_set(&ipc->ctl[ipc->rank]->posted, run->base + run->nseg);
+    for (size_t s = 0; s < run->nseg; s++) {
+        if (run->src) RING_CHECK(ring__ipc_copy_in(run, s));
+        RING_CHECK(ring__ipc_reduce(run, s));
+        if (s > 0 && !ipc->across) RING_CHECK(ring__ipc_gather(run, s - 1));
+    }
+    if (ipc->across) RING_CHECK(ring__ipc_across(run));
+    for (size_t s = ipc->across ? 0 : run->nseg - 1; s < run->nseg; s++)
+        RING_CHECK(ring__ipc_gather(run, s));
+    RING_CHECK(ipc->dev->stream_sync(ipc->stream));
+    ring__ctl_set(&ipc->ctl[ipc->rank]->released, g + 1);
+    /* A registered buffer is the caller's again once nobody reads it. */
+    if (!run->src)
+        ring__ipc_wait_all(ipc, offsetof(ring__ctl_t, released), g + 1);
 out:
     return status;
 }
@@ -273,10 +388,15 @@ int ring__ipc_allreduce(ring__ipc_t *ipc, const ring__coll_t *c,
     int status = RING_OK;
     size_t per_chunk = ipc->half_bytes / c->esize;
     for (size_t done = 0; done < c->count; done += per_chunk) {
-        size_t n = c->count - done < per_chunk ? c->count - done : per_chunk;
-        RING_CHECK(ring__ipc_chunk(ipc, c,
-                                   (const char *)sendbuf + done * c->esize,
-                                   (char *)recvbuf + done * c->esize, n));
+        ring__ipc_run_t run = {
+            .ipc = ipc, .c = c,
+            .src = (const char *)sendbuf + done * c->esize,
+            .dst = (char *)recvbuf + done * c->esize,
+            .n = c->count - done < per_chunk ? c->count - done : per_chunk};
+        size_t half = (ipc->nchunks & 1) * ipc->half_bytes;
+        for (int r = 0; r < ipc->size; r++)
+            run.bufs[r] = ipc->slabs[r] + half;
+        RING_CHECK(ring__ipc_run(&run));
     }
 out:
     return status;
@@ -319,13 +439,8 @@ int ring__ipc_registered(const ring__ipc_t *ipc, size_t nbytes)
 
 int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c)
 {
-    int status = RING_OK;
-    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
-    RING_CHECK(ring__ipc_reduce_block(ipc, c, ipc->reg, c->count));
-    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
-    RING_CHECK(ring__ipc_gather(ipc, c, ipc->reg, ipc->reg[ipc->rank],
-                                c->count));
-    RING_CHECK_MPI(MPI_Barrier(ipc->comm));
-out:
-    return status;
+    ring__ipc_run_t run = {.ipc = ipc, .c = c, .dst = ipc->reg[ipc->rank],
+                           .n = c->count};
+    for (int r = 0; r < ipc->size; r++) run.bufs[r] = ipc->reg[r];
+    return ring__ipc_run(&run);
 }

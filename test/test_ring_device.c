@@ -287,30 +287,44 @@ static void test_all(void)
 
 /* A registered device buffer (hvd's fusion buffer), reduced where it lies
  * through ring_ctx_allreduce_registered: the host path's result, bit for
- * bit, call after call; a count that overruns it, or none registered,
- * refused. */
+ * bit. The calls run back to back, each rank writing its buffer again as
+ * soon as its call returns (the host path's results are made first, and
+ * checked after), so a call that returned while another rank still read
+ * the buffer would show. A count that overruns it, or none registered,
+ * is refused. */
 static void test_registered(void)
 {
-    enum { REG_BYTES = 1 << 20 };
-    char *reg = dev_alloc(REG_BYTES), *got = malloc(REG_BYTES);
-    const call_t cases[] = {{70001, RING_FLOAT32, RING_SUM, 0, 0},
-                            {REG_BYTES / 2, RING_FLOAT16, RING_AVERAGE, 0, 0},
-                            {5, RING_INT64, RING_MAX, 0, 0},
-                            {4099, RING_BFLOAT16, RING_MIN, 0, 0}};
+    enum { REG_BYTES = 1 << 20, NCASES = 4 };
+    const call_t cases[NCASES] = {
+        {70001, RING_FLOAT32, RING_SUM, 0, 0},
+        {REG_BYTES / 2, RING_FLOAT16, RING_AVERAGE, 0, 0},
+        {5, RING_INT64, RING_MAX, 0, 0},
+        {4099, RING_BFLOAT16, RING_MIN, 0, 0}};
+    char *reg = dev_alloc(REG_BYTES), *in[NCASES], *want[NCASES], *got[NCASES];
+    size_t nbytes[NCASES];
     expect_ok(ring_ctx_register(ctx, reg, REG_BYTES), "ring_ctx_register");
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        const call_t *c = &cases[k];
-        size_t nbytes = c->count * ring_dtype_size(c->dtype);
-        char *want = filled(c->count, c->dtype, c->op, rank);
-        name_case("allreduce_registered", c, 1, 0);
-        dev_copy(reg, want, nbytes);
-        expect_ok(run_allreduce(want, want, (void *)c), "host call");
-        expect_ok(ring_ctx_allreduce_registered(ctx, c->count, c->dtype,
-                                                c->op),
+    for (int k = 0; k < NCASES; k++) {
+        nbytes[k] = cases[k].count * ring_dtype_size(cases[k].dtype);
+        in[k] = filled(cases[k].count, cases[k].dtype, cases[k].op, rank);
+        want[k] = malloc(nbytes[k]);
+        got[k] = malloc(nbytes[k]);
+        name_case("allreduce_registered", &cases[k], 1, 0);
+        expect_ok(run_allreduce(in[k], want[k], (void *)&cases[k]),
+                  "host call");
+    }
+    for (int k = 0; k < NCASES; k++) {
+        dev_copy(reg, in[k], nbytes[k]);
+        expect_ok(ring_ctx_allreduce_registered(ctx, cases[k].count,
+                                                cases[k].dtype, cases[k].op),
                   "ring_ctx_allreduce_registered");
-        dev_copy(got, reg, nbytes);
-        expect_same(got, want, nbytes);
-        free(want);
+        dev_copy(got[k], reg, nbytes[k]);
+    }
+    for (int k = 0; k < NCASES; k++) {
+        name_case("allreduce_registered", &cases[k], 1, 0);
+        expect_same(got[k], want[k], nbytes[k]);
+        free(in[k]);
+        free(want[k]);
+        free(got[k]);
     }
     snprintf(case_name, sizeof case_name, "registered refusals n=%d", size);
     TEST_EQ(ring_ctx_allreduce_registered(ctx, REG_BYTES / 4 + 1,
@@ -320,7 +334,6 @@ static void test_registered(void)
     TEST_EQ(ring_ctx_allreduce_registered(ctx, 1, RING_FLOAT32, RING_SUM),
             RING_ERR_ARG);
     dev->release(reg);
-    free(got);
 }
 
 /* Calls that take host memory only refuse device buffers with a
