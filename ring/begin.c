@@ -106,7 +106,7 @@ int ring__begin(ring__coll_t *c, const void *sendbuf, const void *recvbuf,
     /* An MPI that reads device memory runs the host algorithms on it. */
     if (c->dev && ring__cuda_aware(c->dev)) {
         c->mem = &ring__mem_device;
-        (void)ring__mem_device_status(); /* nothing left from before */
+        RING_CHECK(ring__mem_device_bind(c->ctx));
     }
 out:
     return status;

@@ -145,6 +145,7 @@ int ring_ctx_free(ring_ctx_t **ctxp)
         if (*comms[i] != MPI_COMM_NULL) RING_CHECK_MPI(MPI_Comm_free(comms[i]));
 out:
     ring__stage_free(&ctx->stage);
+    if (ctx->work) ring_dev()->stream_destroy(ctx->work);
     free(ctx->scratch);
     free(ctx);
     *ctxp = NULL;

@@ -52,8 +52,11 @@ const ring__mem_ops_t *ring__mem_of(const void *p, const char **why)
 
 /* ---- device memory, operations waited for ---- */
 
+/* The calls without a context of their own (ring_allreduce's wrapper)
+ * share one stream. */
 static pthread_once_t ring__work_once = PTHREAD_ONCE_INIT;
 static ring_stream_t *ring__work;
+static __thread ring_stream_t *ring__bound; /* the call's context's */
 static __thread int ring__device_status;
 
 static void ring__work_make(void)
@@ -61,15 +64,29 @@ static void ring__work_make(void)
     if (ring_dev()->stream_create(&ring__work) != RING_OK) ring__work = NULL;
 }
 
-/* Keeps the first failure; runs the stream dry after each operation. */
-static void ring__device_done(int status)
+int ring__mem_device_bind(ring_ctx_t *ctx)
 {
-    if (status == RING_OK) status = ring_dev()->stream_sync(ring__work);
+    (void)ring__mem_device_status(); /* nothing left from before */
+    ring__bound = NULL;
+    if (ctx->wrapped) return RING_OK;
+    if (!ctx->work) {
+        int status = ring_dev()->stream_create(&ctx->work);
+        if (status != RING_OK) return status;
+    }
+    ring__bound = ctx->work;
+    return RING_OK;
+}
+
+/* Keeps the first failure; runs the stream dry after each operation. */
+static void ring__device_done(int status, ring_stream_t *s)
+{
+    if (status == RING_OK) status = ring_dev()->stream_sync(s);
     if (ring__device_status == RING_OK) ring__device_status = status;
 }
 
 static ring_stream_t *ring__work_stream(void)
 {
+    if (ring__bound) return ring__bound;
     pthread_once(&ring__work_once, ring__work_make);
     if (!ring__work && ring__device_status == RING_OK)
         ring__device_status = RING_ERR_CUDA;
@@ -86,13 +103,13 @@ int ring__mem_device_status(void)
 static void ring__device_copy(void *dst, const void *src, size_t nbytes)
 {
     ring_stream_t *s = ring__work_stream();
-    if (s) ring__device_done(ring_dev()->copy(dst, src, nbytes, s));
+    if (s) ring__device_done(ring_dev()->copy(dst, src, nbytes, s), s);
 }
 
 static void ring__device_zero(void *dst, size_t nbytes)
 {
     ring_stream_t *s = ring__work_stream();
-    if (s) ring__device_done(ring_dev()->zero(dst, nbytes, s));
+    if (s) ring__device_done(ring_dev()->zero(dst, nbytes, s), s);
 }
 
 static void ring__device_reduce(void *dst, const void *a, const void *b,
@@ -102,7 +119,7 @@ static void ring__device_reduce(void *dst, const void *a, const void *b,
     ring_stream_t *s = ring__work_stream();
     if (s)
         ring__device_done(
-            ring_dev()->reduce(dst, a, b, count, dtype, op, divisor, s));
+            ring_dev()->reduce(dst, a, b, count, dtype, op, divisor, s), s);
 }
 
 static void ring__device_reduce_n(void *dst, const void *const *in, int n,
@@ -112,14 +129,17 @@ static void ring__device_reduce_n(void *dst, const void *const *in, int n,
     ring_stream_t *s = ring__work_stream();
     if (s)
         ring__device_done(
-            ring_dev()->reduce_n(dst, in, n, count, dtype, op, divisor, s));
+            ring_dev()->reduce_n(dst, in, n, count, dtype, op, divisor, s),
+            s);
 }
 
 static void ring__device_divide(void *buf, size_t count, ring_dtype_t dtype,
                                 int divisor)
 {
     ring_stream_t *s = ring__work_stream();
-    if (s) ring__device_done(ring_dev()->divide(buf, count, dtype, divisor, s));
+    if (s)
+        ring__device_done(ring_dev()->divide(buf, count, dtype, divisor, s),
+                          s);
 }
 
 static void *ring__device_alloc(size_t nbytes)

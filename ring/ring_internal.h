@@ -137,6 +137,10 @@ extern const ring__mem_ops_t ring__mem_device;
 /* RING_OK, or the first failure of ring__mem_device since the last call
  * (on this thread), which it clears. */
 int ring__mem_device_status(void);
+/* The opening of a call on ring__mem_device: its operations run on ctx's
+ * work stream (made now, the first time), or for a wrapper's call on a
+ * stream all such calls share; earlier failures are forgotten. */
+int ring__mem_device_bind(ring_ctx_t *ctx);
 /* Whether MPI takes dev's memory: HVD_CUDA_AWARE, or with auto (the
  * default) what Open MPI's MPIX_Query_cuda_support says, for CUDA only. */
 int ring__cuda_aware(const ring_dev_t *dev);
@@ -164,6 +168,7 @@ struct ring_ctx {
     void *registered;     /* ring_ctx_register's buffer, or NULL */
     size_t registered_bytes;
     int wrapped;          /* ring__ctx_wrap's: holds nothing past a call */
+    ring_stream_t *work;  /* CUDA-aware calls' device work (mem.c) */
 };
 
 /* A context for one call on the caller's communicators, holding nothing:
