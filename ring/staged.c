@@ -109,6 +109,7 @@ typedef struct {
     ring__stage_t *st;
     size_t per_block; /* elements of each block a chunk takes at most */
     size_t k;         /* the chunk the host runs */
+    size_t count;     /* its elements, over all blocks */
     char *copied;     /* [nblocks]: chunk k's block b has gone out */
 } ring__call_t;
 
@@ -129,7 +130,7 @@ static size_t ring__chunk_count(const ring__call_t *call, size_t k)
 }
 
 /* Where chunk k's block b lies on the device side of in or out (NULL:
- * nowhere), and in half h of staging. */
+ * nowhere). */
 static const char *ring__side(const ring__call_t *call, const char *base,
                               int only, int b, size_t k)
 {
@@ -140,10 +141,11 @@ static const char *ring__side(const ring__call_t *call, const char *base,
     return base + first * esize;
 }
 
-static char *ring__stage_at(const ring__call_t *call, int h, size_t k, int b)
+/* Block b of a chunk of count elements, in half h of staging. */
+static char *ring__stage_at(const ring__call_t *call, int h, size_t count,
+                            int b)
 {
-    size_t offset = ring__block_offset(ring__chunk_count(call, k),
-                                       call->s->nblocks, b);
+    size_t offset = ring__block_offset(count, call->s->nblocks, b);
     return call->st->pinned + (size_t)h * call->st->half_bytes +
            offset * call->c->esize;
 }
@@ -154,14 +156,15 @@ static int ring__stage_in(ring__call_t *call, size_t k, int h)
 {
     int status = RING_OK, n = call->s->nblocks;
     ring__stage_t *st = call->st;
+    size_t count = ring__chunk_count(call, k);
     for (int i = 0; i < n; i++) {
         int b = ring__mod(call->c->rank - 1 - i, n);
         const char *from = ring__side(call, call->s->in, call->s->in_block,
                                       b, k);
         size_t len = ring__slice(call, k, b) * call->c->esize;
         if (!from || len == 0) continue;
-        RING_CHECK(st->dev->copy(ring__stage_at(call, h, k, b), from, len,
-                                 st->up));
+        RING_CHECK(st->dev->copy(ring__stage_at(call, h, count, b), from,
+                                 len, st->up));
         RING_CHECK(st->dev->event_record(st->in_ev[h * n + b], st->up));
         st->pending[h * n + b] = 1;
     }
@@ -193,8 +196,8 @@ static int ring__stage_out(void *arg, int b)
      * as it came in: on another stream, so only once it is in. */
     int status = ring__stage_need(arg, b);
     if (status != RING_OK) return status;
-    return st->dev->copy(to, ring__stage_at(call, (int)(k & 1), k, b), len,
-                         st->down);
+    char *from = ring__stage_at(call, (int)(k & 1), call->count, b);
+    return st->dev->copy(to, from, len, st->down);
 }
 
 /* The host runs chunk k, in half k & 1. */
@@ -205,13 +208,14 @@ static int ring__stage_run(ring__call_t *call)
     ring__coll_t c = *call->c;
     c.mem = &ring__mem_host;
     c.hooks = call->s->hooked ? &hooks : NULL;
+    call->count = ring__chunk_count(call, call->k);
     for (int b = 0; b < n; b++) {
         call->copied[b] = 0;
         if (!c.hooks) RING_CHECK(ring__stage_need(call, b));
     }
     RING_CHECK(call->s->run(&c, call->st->pinned +
                                     (size_t)h * call->st->half_bytes,
-                            ring__chunk_count(call, call->k), call->s->arg));
+                            call->count, call->s->arg));
     for (int b = 0; b < n; b++) RING_CHECK(ring__stage_out(call, b));
     status = call->st->dev->event_record(call->st->out_ev[h],
                                          call->st->down);
