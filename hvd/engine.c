@@ -52,13 +52,26 @@ enum { HVD__CACHE_CAP = 1024, HVD__CACHE_WORDS = HVD__CACHE_CAP / 64 };
 static struct {
     hvd__desc_t descs[HVD__CACHE_CAP];
     int alive[HVD__CACHE_CAP]; /* 0 once invalidated: slots are not reused */
+    /* This rank's pending request for each slot's name, found here rather
+     * than by name when the slot runs (requests.h). */
+    hvd_handle_t waiting[HVD__CACHE_CAP];
     int len;
+    int guess;                 /* the slot after the last one found */
     hvd__index_t by_name;      /* name -> slot + 1, alive slots only */
 } hvd__cache;
 
+/* A training step makes the same names in the same order, which is the
+ * order they entered the cache: the next request's slot is most often
+ * the one after the last request's, one comparison instead of a hash and
+ * a probe of a table the last collective pushed out of the cache. */
 static int hvd__cache_find(const char *name)
 {
-    return (int)(intptr_t)hvd__index_get(&hvd__cache.by_name, name) - 1;
+    int s = hvd__cache.guess;
+    if (s >= hvd__cache.len || !hvd__cache.alive[s] ||
+        strcmp(hvd__cache.descs[s].name, name) != 0)
+        s = (int)(intptr_t)hvd__index_get(&hvd__cache.by_name, name) - 1;
+    if (s >= 0) hvd__cache.guess = s + 1;
+    return s;
 }
 
 static void hvd__cache_add(const hvd__desc_t *desc)
@@ -75,10 +88,24 @@ static void hvd__cache_add(const hvd__desc_t *desc)
     hvd__cache.len++;
 }
 
-static void hvd__cache_drop(int s)
+/* A pending request leaves its slot for the coordinator's way: from the
+ * next cycle it is sent to the coordinator, and it is found by name when
+ * the plan names it. */
+static void hvd__uncache(hvd_handle_t h, hvd__list_t *pending)
+{
+    hvd__cache.waiting[h->cache_slot] = NULL;
+    h->cache_slot = -1;
+    if (hvd__pending_index(pending, h) != HVD_OK) {
+        hvd__pending_remove(pending, h);
+        hvd__complete(h, HVD_ERR_NOMEM);
+    }
+}
+
+static void hvd__cache_drop(int s, hvd__list_t *pending)
 {
     hvd__cache.alive[s] = 0;
     hvd__index_del(&hvd__cache.by_name, hvd__cache.descs[s].name);
+    if (hvd__cache.waiting[s]) hvd__uncache(hvd__cache.waiting[s], pending);
 }
 
 /* ---- one cycle ---- */
@@ -160,10 +187,19 @@ static void hvd__fill_bits(hvd__loop_t *loop, hvd__bits_t *bits, double now)
         bits->invalid_inv[w] = ~bits->invalid_inv[w];
 }
 
-/* Runs a plan's responses in order: errors complete their requests, groups
- * execute; names that ran are cached. */
-static int hvd__run_plan(hvd__loop_t *loop, const hvd__plan_t *plan,
-                         int cache_them)
+/* Runs one response with this rank's requests for it (hvd__execute);
+ * HVD_OK unless MPI failed, when the engine cannot go on. */
+static int hvd__run_response(hvd__loop_t *loop, const hvd__response_t *resp,
+                             hvd_handle_t *hs, double ready_s)
+{
+    int status = hvd__execute(resp, hs, ready_s);
+    loop->ran++;
+    return status == resp->head.status ? HVD_OK : status;
+}
+
+/* Runs a plan's responses in order, finding the requests by name: errors
+ * complete their requests, groups execute; names that ran are cached. */
+static int hvd__run_plan(hvd__loop_t *loop, const hvd__plan_t *plan)
 {
     double ready_s = hvd__now(); /* when the ranks agreed on the plan */
     for (size_t r = 0; r < plan->len; r++) {
@@ -172,35 +208,47 @@ static int hvd__run_plan(hvd__loop_t *loop, const hvd__plan_t *plan,
             hvd__log(HVD__LOG_ERROR, "%s", resp->head.message);
             return HVD_ERR_STALL;
         }
-        int status = hvd__execute(resp, &loop->pending, loop->join != NULL,
-                                  ready_s);
-        loop->ran++;
-        if (status != HVD_OK && status != resp->head.status)
-            return status; /* MPI failed: the engine cannot go on */
-        if (cache_them && resp->head.status == HVD_OK)
-            for (int d = 0; d < resp->head.ndescs; d++)
-                hvd__cache_add(&resp->descs[d]);
+        int n = resp->head.ndescs;
+        hvd_handle_t *hs = calloc((size_t)n + 1, sizeof *hs);
+        if (!hs) return HVD_ERR_NOMEM;
+        for (int i = 0; i < n; i++) {
+            hs[i] = hvd__pending_take(&loop->pending, resp->descs[i].name);
+            if (!hs[i] && !loop->join && resp->head.status == HVD_OK)
+                hvd__log(HVD__LOG_ERROR, "plan names '%s', not made here",
+                         resp->descs[i].name);
+        }
+        int status = hvd__run_response(loop, resp, hs, ready_s);
+        free(hs);
+        if (status != HVD_OK) return status;
+        if (resp->head.status == HVD_OK)
+            for (int d = 0; d < n; d++) hvd__cache_add(&resp->descs[d]);
     }
     return HVD_OK;
 }
 
-/* The ready cache slots, in slot order, grouped as the coordinator would. */
+/* The ready cache slots, in slot order, grouped as the coordinator would,
+ * each with the request waiting for it. */
 static int hvd__run_cached(hvd__loop_t *loop, const hvd__bits_t *bits)
 {
     static hvd__desc_t ready[HVD__CACHE_CAP];
+    static hvd_handle_t hs[HVD__CACHE_CAP];
+    double ready_s = hvd__now();
     size_t n = 0;
     int first = -1, last = -1;
     for (int s = 0; s < hvd__cache.len; s++) {
         if (!hvd__cache.alive[s] || !hvd__get_bit(bits->ready, s)) continue;
         if (first < 0) first = s;
         last = s;
+        hs[n] = hvd__cache.waiting[s];
+        hvd__cache.waiting[s] = NULL;
+        if (hs[n]) hvd__pending_remove(&loop->pending, hs[n]);
         n++;
     }
     if (n == 0) return HVD_OK;
     /* Every slot of one range ready (a training step's tensors, cached
      * in the order they are made): grouped where they lie in the cache,
      * without copying 240 bytes a request first. */
-    const hvd__desc_t *descs = &hvd__cache.descs[first];
+    hvd__desc_t *descs = &hvd__cache.descs[first];
     if ((size_t)(last - first + 1) != n) {
         n = 0;
         for (int s = first; s <= last; s++)
@@ -208,11 +256,15 @@ static int hvd__run_cached(hvd__loop_t *loop, const hvd__bits_t *bits)
                 ready[n++] = hvd__cache.descs[s];
         descs = ready;
     }
-    hvd__plan_t plan = {0};
-    int status = hvd__plan_group(descs, n, &plan);
-    if (status == HVD_OK) status = hvd__run_plan(loop, &plan, 0);
-    hvd__plan_free(&plan);
-    return status;
+    for (size_t i = 0, end; i < n; i = end) {
+        end = hvd__group_end(descs, i, n);
+        hvd__response_t resp = {.head = {.status = HVD_OK,
+                                         .ndescs = (int32_t)(end - i)},
+                                .descs = &descs[i]};
+        int status = hvd__run_response(loop, &resp, &hs[i], ready_s);
+        if (status != HVD_OK) return status;
+    }
+    return HVD_OK;
 }
 
 static void hvd__take_incoming(hvd__loop_t *loop, double now)
@@ -225,13 +277,16 @@ static void hvd__take_incoming(hvd__loop_t *loop, double now)
     for (hvd_handle_t next; h; h = next) {
         next = h->next;
         h->submit_s = now;
-        h->cache_slot = hvd__cache_find(h->desc.name);
+        int slot = hvd__cache_find(h->desc.name);
+        h->cache_slot = slot >= 0 && !hvd__cache.waiting[slot] ? slot : -1;
         if (h->desc.kind == HVD__JOIN) {
             loop->join = h;
             h->coordinated = 1; /* joining is said by the bits */
         }
-        if (hvd__pending_add(&loop->pending, h) != HVD_OK)
+        if (hvd__pending_add(&loop->pending, h, h->cache_slot < 0) != HVD_OK)
             hvd__complete(h, HVD_ERR_NOMEM);
+        else if (h->cache_slot >= 0)
+            hvd__cache.waiting[h->cache_slot] = h;
     }
 }
 
@@ -253,18 +308,25 @@ static int hvd__cycle(hvd__loop_t *loop)
      * requests go to the coordinator from the next cycle on. */
     for (int s = 0; s < hvd__cache.len; s++)
         if (hvd__cache.alive[s] && !hvd__get_bit(all.invalid_inv, s))
-            hvd__cache_drop(s);
+            hvd__cache_drop(s, &loop->pending);
     if ((status = hvd__run_cached(loop, &all)) != HVD_OK) return status;
 
     if (!(all.or_flags_inv & HVD__OR_COORDINATE)) {
+        /* The coordinator is sent every request this rank has not sent
+         * it yet, cached or not: the plan names them. */
+        for (size_t i = 0; i < loop->pending.len; i++) {
+            hvd_handle_t h = loop->pending.items[i];
+            if (h && !h->coordinated && h->cache_slot >= 0)
+                hvd__uncache(h, &loop->pending);
+        }
         hvd__plan_t plan = {0};
         status = hvd__coordinate(&loop->pending, loop->join != NULL, &plan);
-        if (status == HVD_OK) status = hvd__run_plan(loop, &plan, 1);
+        if (status == HVD_OK) status = hvd__run_plan(loop, &plan);
         hvd__plan_free(&plan);
         if (status != HVD_OK) return status;
     }
     if ((all.and_flags & HVD__AND_JOINED) && loop->join) {
-        hvd__pending_take(&loop->pending, loop->join->desc.name);
+        hvd__pending_remove(&loop->pending, loop->join);
         hvd__complete(loop->join, HVD_OK);
         loop->join = NULL;
     }
@@ -281,8 +343,10 @@ static void hvd__fail_all(hvd__loop_t *loop, int status)
     hvd__take_incoming(loop, hvd__now());
     for (size_t i = 0; i < loop->pending.len; i++) {
         hvd_handle_t h = loop->pending.items[i];
-        if (h) hvd__pending_take(&loop->pending, h->desc.name);
-        if (h) hvd__complete(h, status);
+        if (!h) continue;
+        if (h->cache_slot >= 0) hvd__cache.waiting[h->cache_slot] = NULL;
+        hvd__pending_remove(&loop->pending, h);
+        hvd__complete(h, status);
     }
     hvd__pending_compact(&loop->pending);
     loop->join = NULL;

@@ -354,23 +354,16 @@ out:
     return status;
 }
 
-int hvd__execute(const hvd__response_t *resp, hvd__list_t *pending,
-                 int joined, double ready_s)
+int hvd__execute(const hvd__response_t *resp, hvd_handle_t *hs,
+                 double ready_s)
 {
     int n = resp->head.ndescs, status = resp->head.status;
-    hvd_handle_t *hs = calloc((size_t)n + 1, sizeof *hs);
-    if (!hs) return HVD_ERR_NOMEM;
     double start = hvd__now();
     for (int i = 0; i < n; i++) {
-        hs[i] = hvd__pending_take(pending, resp->descs[i].name);
-        if (hs[i]) {
-            hvd__timeline_event(resp->descs[i].name, "NEGOTIATE",
-                                hs[i]->submit_s, ready_s);
-            hvd__timeline_event(resp->descs[i].name, "QUEUE", ready_s, start);
-        } else if (!joined && status == HVD_OK) {
-            hvd__log(HVD__LOG_ERROR, "plan names '%s', not made here",
-                     resp->descs[i].name);
-        }
+        if (!hs[i]) continue;
+        hvd__timeline_event(resp->descs[i].name, "NEGOTIATE",
+                            hs[i]->submit_s, ready_s);
+        hvd__timeline_event(resp->descs[i].name, "QUEUE", ready_s, start);
     }
     if (status != HVD_OK) {
         /* Every rank that made the request logs why it failed. */
@@ -390,6 +383,5 @@ int hvd__execute(const hvd__response_t *resp, hvd__list_t *pending,
                                 start, hvd__now());
     }
     hvd__complete_many(hs, (size_t)n, status);
-    free(hs);
     return status;
 }

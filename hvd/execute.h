@@ -5,12 +5,13 @@
 
 #include "hvd/plan.h"
 
-/* Runs one response: gathers this rank's requests for its names from
- * pending (a joined rank has none and contributes zeros), reduces, copies
- * out and completes them. ready_s: when the ranks agreed it was ready (the
- * timeline's end of negotiation and start of queueing). */
-int hvd__execute(const hvd__response_t *response, hvd__list_t *pending,
-                 int joined, double ready_s);
+/* Runs one response with this rank's requests for its names, hs[i] for
+ * response->descs[i] (NULL where this rank has none, having joined: it
+ * contributes zeros), and completes them. ready_s: when the ranks agreed
+ * it was ready (the timeline's end of negotiation and start of
+ * queueing). */
+int hvd__execute(const hvd__response_t *response, hvd_handle_t *hs,
+                 double ready_s);
 /* Collective, before the engine starts: ring's context over
  * hvd__ring_comm, with the shared window and the hierarchical
  * communicators that HVD_INTRANODE and HVD_HIERARCHICAL_ALLREDUCE ask for.

@@ -179,14 +179,20 @@ static int hvd__joins(const hvd__desc_t *prev, const hvd__desc_t *d)
     return d->follows != 0 && d->follows == hvd__name_hash(prev->name);
 }
 
-int hvd__plan_group(const hvd__desc_t *descs, size_t n, hvd__plan_t *plan)
+size_t hvd__group_end(const hvd__desc_t *descs, size_t i, size_t n)
 {
     size_t threshold = hvd__engine.config.fusion_threshold;
+    size_t end = i + 1, total = hvd__desc_bytes(&descs[i]);
+    while (end < n && hvd__joins(&descs[end - 1], &descs[end]) &&
+           total + hvd__desc_bytes(&descs[end]) <= threshold)
+        total += hvd__desc_bytes(&descs[end++]);
+    return end;
+}
+
+int hvd__plan_group(const hvd__desc_t *descs, size_t n, hvd__plan_t *plan)
+{
     for (size_t i = 0; i < n;) {
-        size_t end = i + 1, total = hvd__desc_bytes(&descs[i]);
-        while (end < n && hvd__joins(&descs[end - 1], &descs[end]) &&
-               total + hvd__desc_bytes(&descs[end]) <= threshold)
-            total += hvd__desc_bytes(&descs[end++]);
+        size_t end = hvd__group_end(descs, i, n);
         hvd__response_t *r = hvd__plan_add(plan, HVD_OK, (int)(end - i));
         if (!r) return HVD_ERR_NOMEM;
         memcpy(r->descs, &descs[i], (end - i) * sizeof *descs);

@@ -35,6 +35,9 @@ hvd__response_t *hvd__plan_add(hvd__plan_t *plan, int status, int ndescs);
  * small or the second follows the first (hvd__chain_link); everything
  * else alone. */
 int hvd__plan_group(const hvd__desc_t *descs, size_t n, hvd__plan_t *plan);
+/* The end of the group that starts at descs[i] (of n), as plan_group
+ * would make it: for a caller that runs groups where the descs lie. */
+size_t hvd__group_end(const hvd__desc_t *descs, size_t i, size_t n);
 
 /* Byte encodings of what ranks exchange; decode checks every length and
  * field, so a corrupt message is an error, not a crash. */

@@ -33,7 +33,7 @@ const char *hvd__mem_name(int mem)
 
 /* ---- pending requests ---- */
 
-int hvd__pending_add(hvd__list_t *list, hvd_handle_t h)
+int hvd__pending_add(hvd__list_t *list, hvd_handle_t h, int by_name)
 {
     if (list->len == list->cap) {
         size_t cap = list->cap ? 2 * list->cap : 64;
@@ -42,18 +42,37 @@ int hvd__pending_add(hvd__list_t *list, hvd_handle_t h)
         list->items = items;
         list->cap = cap;
     }
-    if (hvd__index_put(&list->by_name, h->desc.name, h) != HVD_OK)
+    h->by_name = 0;
+    if (by_name && hvd__pending_index(list, h) != HVD_OK)
         return HVD_ERR_NOMEM;
     h->pending_pos = list->len;
     list->items[list->len++] = h;
     return HVD_OK;
 }
 
+int hvd__pending_index(hvd__list_t *list, hvd_handle_t h)
+{
+    if (hvd__index_put(&list->by_name, h->desc.name, h) != HVD_OK)
+        return HVD_ERR_NOMEM;
+    h->by_name = 1;
+    return HVD_OK;
+}
+
 hvd_handle_t hvd__pending_take(hvd__list_t *list, const char *name)
 {
     hvd_handle_t h = hvd__index_take(&list->by_name, name);
-    if (h) list->items[h->pending_pos] = NULL;
+    if (h) {
+        h->by_name = 0;
+        list->items[h->pending_pos] = NULL;
+    }
     return h;
+}
+
+void hvd__pending_remove(hvd__list_t *list, hvd_handle_t h)
+{
+    if (h->by_name) hvd__index_del(&list->by_name, h->desc.name);
+    h->by_name = 0;
+    list->items[h->pending_pos] = NULL;
 }
 
 void hvd__pending_compact(hvd__list_t *list)

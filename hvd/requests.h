@@ -89,6 +89,7 @@ struct hvd_handle {
     int waited;               /* under mu: a caller sleeps until done */
     int coordinated;          /* engine only: sent to the coordinator */
     int cache_slot;           /* engine only: its response cache entry, -1 */
+    int by_name;              /* engine only: in the pending list's index */
     size_t pending_pos;       /* engine only: where in the pending list */
     double submit_s;          /* engine only: for stalls and the timeline */
     struct hvd_handle *next;  /* in the incoming queue or the pending list */
@@ -171,18 +172,27 @@ void hvd__complete(hvd_handle_t h, int status);
 void hvd__complete_many(hvd_handle_t *hs, size_t n, int status);
 
 /* ---- this rank's pending requests (engine only) ---- */
-/* In order of submission, with an index by name. A request leaves by
- * hvd__pending_take, which leaves a hole that the next
- * hvd__pending_compact closes: removal is O(1), order is kept. */
+/* In order of submission; those a plan will name are indexed by name.
+ * (Requests the response cache knows are found by their cache slot
+ * instead, and are indexed only if that slot leaves the cache: a name
+ * lookup per request per step was most of the fast path's cost.) A
+ * request leaves by hvd__pending_take or hvd__pending_remove, which leave
+ * a hole that the next hvd__pending_compact closes: removal is O(1),
+ * order is kept. */
 typedef struct {
     hvd_handle_t *items;
     size_t len, cap;
     hvd__index_t by_name;
 } hvd__list_t;
 
-int hvd__pending_add(hvd__list_t *list, hvd_handle_t h);
-/* Removes and returns the request of that name; NULL when none. */
+/* Appends h, and indexes it by name when by_name. */
+int hvd__pending_add(hvd__list_t *list, hvd_handle_t h, int by_name);
+/* Indexes a pending request by name from now on. */
+int hvd__pending_index(hvd__list_t *list, hvd_handle_t h);
+/* Removes and returns the indexed request of that name; NULL when none. */
 hvd_handle_t hvd__pending_take(hvd__list_t *list, const char *name);
+/* Removes h, which is pending. */
+void hvd__pending_remove(hvd__list_t *list, hvd_handle_t h);
 void hvd__pending_compact(hvd__list_t *list);
 void hvd__pending_free(hvd__list_t *list);
 

@@ -11,8 +11,9 @@
  * reused with new counts; NULL names (matched by order); broadcast from
  * every root; allgather; barrier (nobody leaves before all arrived); the
  * same names submitted in a different order on each rank; 500 requests in
- * flight at once; a fused group that tiles one allocation on some ranks
- * and not on others. Every result is compared bitwise with MPI's collective on
+ * flight at once; a cached name waiting on one rank while the ranks
+ * coordinate a new one; a fused group that tiles one allocation on some
+ * ranks and not on others. Every result is compared bitwise with MPI's collective on
  * a copy (the oracle), so runs with fusion on and off agree with each other;
  * rank 0 also prints a checksum of all results to compare runs by eye.
  *
@@ -374,6 +375,52 @@ static void test_many(void)
     free(q);
 }
 
+/* Waits for h, at most 60 s: a request the engine lost fails the test
+ * with its name instead of hanging it. */
+static int wait_bounded(hvd_handle_t h, const char *name)
+{
+    struct timespec start, now, nap = {0, 1000000};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int done;
+    while ((done = hvd_poll(h)) == 0) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec > 60) {
+            fprintf(stderr, "rank %d: '%s' not done after 60 s\n", rank,
+                    name);
+            MPI_Abort(oracle, 1);
+        }
+        nanosleep(&nap, NULL);
+    }
+    return hvd_wait(h);
+}
+
+/* A name from the response cache, made on rank 0 only, while the ranks
+ * coordinate a new name: rank 0's cached request goes to the coordinator
+ * with the new one, whose plan later names it; the others make the cached
+ * name only once the new one is done. */
+static void test_cached_beside_new(void)
+{
+    for (int round = 0; round < 3; round++) {
+        int32_t a = rank + 1, n = 10 * (rank + 1), sum_a = 0, sum_n = 0;
+        char fresh[64];
+        snprintf(fresh, sizeof fresh, "beside.new.%d", round);
+        hvd_handle_t ha = NULL, hn;
+        if (round == 0 || rank == 0)
+            TEST_EQ(hvd_allreduce_async(&a, &sum_a, 1, HVD_INT32, HVD_SUM,
+                                        "beside.cached", &ha), HVD_OK);
+        if (round == 0) TEST_EQ(wait_bounded(ha, "beside.cached"), HVD_OK);
+        TEST_EQ(hvd_allreduce_async(&n, &sum_n, 1, HVD_INT32, HVD_SUM, fresh,
+                                    &hn), HVD_OK);
+        TEST_EQ(wait_bounded(hn, fresh), HVD_OK);
+        if (round > 0 && rank != 0)
+            TEST_EQ(hvd_allreduce_async(&a, &sum_a, 1, HVD_INT32, HVD_SUM,
+                                        "beside.cached", &ha), HVD_OK);
+        if (round > 0) TEST_EQ(wait_bounded(ha, "beside.cached"), HVD_OK);
+        TEST_EQ(sum_a, size * (size + 1) / 2);
+        TEST_EQ(sum_n, 10 * size * (size + 1) / 2);
+    }
+}
+
 /* Tensors larger than a small fusion buffer, fused with small ones. */
 static void test_large(void)
 {
@@ -554,6 +601,7 @@ int main(int argc, char **argv)
 
     test_topology();
     test_barrier();
+    test_cached_beside_new(); /* first: the cache keeps only 1024 names */
     test_allreduce_matrix();
     test_broadcast();
     test_allgather();
