@@ -346,6 +346,11 @@ static void hvd__watch_contention(void)
 /* Blocks until handle is done; its status. */
 static int hvd__wait_done(hvd_handle_t handle)
 {
+    /* Done already, as the rest of a fused group is once its first has
+     * been waited for: no lock (hvd__complete_many sets status before
+     * done). */
+    if (atomic_load_explicit(&handle->done, memory_order_acquire))
+        return handle->status;
     pthread_mutex_lock(&hvd__engine.mu);
     hvd__watch_contention();
     if (!handle->done) {

@@ -77,9 +77,7 @@ static int hvd__cache_find(const char *name)
 static void hvd__cache_add(const hvd__desc_t *desc)
 {
     int s = hvd__cache.len;
-    if (desc->kind == HVD__BARRIER || s == HVD__CACHE_CAP ||
-        hvd__cache_find(desc->name) >= 0)
-        return;
+    if (desc->kind == HVD__BARRIER || s == HVD__CACHE_CAP) return;
     hvd__cache.descs[s] = *desc;
     if (hvd__index_put(&hvd__cache.by_name, hvd__cache.descs[s].name,
                        (void *)(intptr_t)(s + 1)) != HVD_OK)

@@ -67,6 +67,7 @@ int hvd__index_put(hvd__index_t *ix, const char *name, void *value)
         return HVD_ERR_NOMEM;
     int found;
     size_t i = hvd__probe(ix, name, &found);
+    if (found) return HVD_ERR_STATE;
     if (!ix->keys[i]) ix->used++;
     ix->keys[i] = name;
     ix->values[i] = value;

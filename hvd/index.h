@@ -12,6 +12,8 @@ typedef struct {
     size_t cap, used;
 } hvd__index_t;
 
+/* Adds name -> value: HVD_OK, HVD_ERR_STATE when name is there already
+ * (the table is unchanged), HVD_ERR_NOMEM. */
 int hvd__index_put(hvd__index_t *ix, const char *name, void *value);
 void *hvd__index_get(const hvd__index_t *ix, const char *name);
 void hvd__index_del(hvd__index_t *ix, const char *name);

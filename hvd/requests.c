@@ -102,13 +102,11 @@ int hvd__request_queue(hvd_handle_t h)
     pthread_mutex_lock(&hvd__engine.mu);
     if (hvd__engine.stalled) {
         status = HVD_ERR_STALL;
-    } else if (hvd__index_get(&hvd__engine.inflight, h->desc.name)) {
+    } else if ((status = hvd__index_put(&hvd__engine.inflight, h->desc.name,
+                                        h)) == HVD_ERR_STATE) {
         hvd__log(HVD__LOG_ERROR, "%s '%s' is already in flight on this "
                  "rank: wait for it before making it again",
                  hvd__kind_name(h->desc.kind), h->desc.name);
-        status = HVD_ERR_STATE;
-    } else {
-        status = hvd__index_put(&hvd__engine.inflight, h->desc.name, h);
     }
     if (status == HVD_OK) {
         hvd__chain_link(&hvd__engine.chain, &h->desc, h->sendbuf, h->recvbuf);

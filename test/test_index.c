@@ -1,8 +1,8 @@
-/* test/test_index.c: hvd's name index (hvd/index.c) in one process: puts,
- * gets, deletes and takes against what they should return, and, with a
- * new name every call and a few alive at a time (as hvd's engine sees a
- * name per step), a table that stays small instead of growing with every
- * name it has ever held.
+/* test/test_index.c: hvd's name index (hvd/index.c) in one process: puts
+ * (a name there already refused), gets, deletes and takes against what
+ * they should return, and, with a new name every call and a few alive at
+ * a time (as hvd's engine sees a name per step), a table that stays small
+ * instead of growing with every name it has ever held.
  */
 #include <stdio.h>
 #include <string.h>
@@ -36,6 +36,9 @@ int main(void)
         snprintf(names[slot], sizeof names[slot], "step.%d", n);
         values[slot] = n;
         TEST_EQ(hvd__index_put(&ix, names[slot], &values[slot]), HVD_OK);
+        /* A name there already is refused, its value kept (checked below). */
+        TEST_EQ(hvd__index_put(&ix, names[slot], &values[(slot + 1) % ALIVE]),
+                HVD_ERR_STATE);
         for (int k = 0; k < ALIVE && k <= n; k++)
             if (hvd__index_get(&ix, names[k]) != &values[k]) {
                 TEST_FAIL("after %d names, %s is not found", n + 1, names[k]);
