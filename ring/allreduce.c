@@ -381,17 +381,19 @@ out:
 
 /* ---- fused: pieces end to end ---- */
 
-/* Whether the pieces are in place and follow each other in memory: one
- * range, reduced where it lies (a model's gradient slab does). */
+/* Whether the pieces' sendbufs follow each other in memory, and so do
+ * their recvbufs: one range reduced into another, or where it lies (a
+ * model's gradient slab, in place), as one buffer. */
 static int ring__pieces_tiled(const ring_piece_t *pieces, size_t n,
                               size_t esize)
 {
     for (size_t i = 0; i < n; i++) {
-        if (!pieces[i].sendbuf || pieces[i].sendbuf != pieces[i].recvbuf)
-            return 0;
-        if (i > 0 && (char *)pieces[i - 1].recvbuf +
-                             pieces[i - 1].count * esize !=
-                         (char *)pieces[i].recvbuf)
+        if (!pieces[i].sendbuf || !pieces[i].recvbuf) return 0;
+        size_t prev = i > 0 ? pieces[i - 1].count * esize : 0;
+        if (i > 0 && ((const char *)pieces[i - 1].sendbuf + prev !=
+                          (const char *)pieces[i].sendbuf ||
+                      (char *)pieces[i - 1].recvbuf + prev !=
+                          (char *)pieces[i].recvbuf))
             return 0;
     }
     return 1;
@@ -433,6 +435,8 @@ int ring_ctx_allreduce_pieces(ring_ctx_t *ctx, const ring_piece_t *pieces,
         if (c.size > 1)
             status = ring__allreduce_run(&c, pieces[0].sendbuf,
                                          pieces[0].recvbuf);
+        else if (pieces[0].sendbuf != pieces[0].recvbuf)
+            c.mem->copy(pieces[0].recvbuf, pieces[0].sendbuf, nbytes);
         goto out;
     }
     starts = malloc((npieces + 1) * sizeof *starts);

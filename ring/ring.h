@@ -341,8 +341,9 @@ const char *ring_ctx_allreduce_algo(ring_ctx_t *ctx, size_t count,
  * result. Through the shared window every piece is copied in segment by
  * segment as the reduction goes, and each reduced block goes from its
  * owner's slab straight to the pieces' recvbufs: no packing before and no
- * copy out after. Pieces that are all in place and follow each other in
- * memory are reduced where they lie, in one call. Otherwise they are
+ * copy out after. Pieces whose sendbufs follow each other in memory, and
+ * whose recvbufs do (tensors carved in order from one slab, in place or
+ * into another), are one call on the two ranges. Otherwise they are
  * packed into ctx's scratch, reduced and copied out. */
 typedef struct {
     const void *sendbuf;
