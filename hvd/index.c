@@ -1,7 +1,10 @@
 /* hvd/index.c: a hash map from names to pointers, so that finding a request
  * by name costs the same with 10 or 10,000 in flight. Open addressing with
  * linear probing; keys are not copied (they live in the requests or cache
- * entries the values belong to). */
+ * entries the values belong to). Each slot keeps its key's hash, so that
+ * a probe reads the key itself, which lies in some request the cache may
+ * have lost, only where the hash matches: a probe of a table of a step's
+ * names passes many others, and tombstones, before its own. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,23 +12,25 @@
 
 static const char hvd__deleted[] = "";
 
-static size_t hvd__hash(const char *s)
+uint64_t hvd__index_hash(const char *name)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return (size_t)h;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *name; name++) h = (h ^ (unsigned char)*name) * 1099511628211ull;
+    return h;
 }
 
-/* The slot holding name, or the empty one where it would go. */
-static size_t hvd__probe(const hvd__index_t *ix, const char *name, int *found)
+/* The slot holding name (of that hash), or the empty one where it would
+ * go. */
+static size_t hvd__probe(const hvd__index_t *ix, const char *name,
+                         uint64_t hash, int *found)
 {
-    size_t mask = ix->cap - 1, i = hvd__hash(name) & mask, free_at = ix->cap;
+    size_t mask = ix->cap - 1, i = (size_t)hash & mask, free_at = ix->cap;
     for (;; i = (i + 1) & mask) {
         const char *key = ix->keys[i];
         if (!key) break;
         if (key == hvd__deleted) {
             if (free_at == ix->cap) free_at = i;
-        } else if (strcmp(key, name) == 0) {
+        } else if (ix->hashes[i] == hash && strcmp(key, name) == 0) {
             *found = 1;
             return i;
         }
@@ -47,9 +52,9 @@ static int hvd__index_grow(hvd__index_t *ix)
     hvd__index_t bigger = {.cap = cap};
     bigger.keys = calloc(bigger.cap, sizeof *bigger.keys);
     bigger.values = calloc(bigger.cap, sizeof *bigger.values);
-    if (!bigger.keys || !bigger.values) {
-        free(bigger.keys);
-        free(bigger.values);
+    bigger.hashes = calloc(bigger.cap, sizeof *bigger.hashes);
+    if (!bigger.keys || !bigger.values || !bigger.hashes) {
+        hvd__index_free(&bigger);
         return HVD_ERR_NOMEM;
     }
     for (size_t i = 0; i < ix->cap; i++)
@@ -66,11 +71,13 @@ int hvd__index_put(hvd__index_t *ix, const char *name, void *value)
     if (2 * (ix->used + 1) > ix->cap && hvd__index_grow(ix) != HVD_OK)
         return HVD_ERR_NOMEM;
     int found;
-    size_t i = hvd__probe(ix, name, &found);
+    uint64_t hash = hvd__index_hash(name);
+    size_t i = hvd__probe(ix, name, hash, &found);
     if (found) return HVD_ERR_STATE;
     if (!ix->keys[i]) ix->used++;
     ix->keys[i] = name;
     ix->values[i] = value;
+    ix->hashes[i] = hash;
     return HVD_OK;
 }
 
@@ -78,7 +85,7 @@ void *hvd__index_get(const hvd__index_t *ix, const char *name)
 {
     int found = 0;
     if (ix->cap == 0) return NULL;
-    size_t i = hvd__probe(ix, name, &found);
+    size_t i = hvd__probe(ix, name, hvd__index_hash(name), &found);
     return found ? ix->values[i] : NULL;
 }
 
@@ -86,7 +93,7 @@ void *hvd__index_take(hvd__index_t *ix, const char *name)
 {
     int found = 0;
     if (ix->cap == 0) return NULL;
-    size_t i = hvd__probe(ix, name, &found);
+    size_t i = hvd__probe(ix, name, hvd__index_hash(name), &found);
     if (!found) return NULL;
     void *value = ix->values[i];
     ix->keys[i] = hvd__deleted;
@@ -103,5 +110,6 @@ void hvd__index_free(hvd__index_t *ix)
 {
     free(ix->keys);
     free(ix->values);
+    free(ix->hashes);
     *ix = (hvd__index_t){0};
 }

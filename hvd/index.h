@@ -4,13 +4,18 @@
 #define HVD_INDEX_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "hvd/hvd.h"
 
 typedef struct {
     const char **keys;
     void **values;
+    uint64_t *hashes; /* each key's hvd__index_hash */
     size_t cap, used;
 } hvd__index_t;
+
+/* FNV-1a of a name: the index's hash, and the fusion hint's. */
+uint64_t hvd__index_hash(const char *name);
 
 /* Adds name -> value: HVD_OK, HVD_ERR_STATE when name is there already
  * (the table is unchanged), HVD_ERR_NOMEM. */

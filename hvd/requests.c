@@ -113,7 +113,10 @@ int hvd__request_queue(hvd_handle_t h)
         h->next = NULL;
         *hvd__engine.incoming_tail = h;
         hvd__engine.incoming_tail = &h->next;
-        hvd__engine.nsubmitted++;
+        /* Written under mu only: a plain add, not a locked one. */
+        atomic_store_explicit(&hvd__engine.nsubmitted,
+                              hvd__engine.nsubmitted + 1,
+                              memory_order_relaxed);
         pthread_cond_signal(&hvd__engine.wake_cv);
     }
     pthread_mutex_unlock(&hvd__engine.mu);
@@ -144,7 +147,8 @@ void hvd__complete_many(hvd_handle_t *hs, size_t n, int status)
         if (!hs[i]) continue;
         hvd__index_del(&hvd__engine.inflight, hs[i]->desc.name);
         hs[i]->status = status;
-        hs[i]->done = 1;
+        /* Release: a waiter that sees done without mu sees status. */
+        atomic_store_explicit(&hs[i]->done, 1, memory_order_release);
         wake |= hs[i]->waited;
     }
     if (wake) pthread_cond_broadcast(&hvd__engine.done_cv);
@@ -196,8 +200,7 @@ out:
 
 uint64_t hvd__name_hash(const char *name)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (; *name; name++) h = (h ^ (unsigned char)*name) * 0x100000001b3ull;
+    uint64_t h = hvd__index_hash(name);
     return h ? h : 1; /* 0 means "follows nothing" */
 }
 
