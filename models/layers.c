@@ -8,22 +8,22 @@
 #include <float.h>
 #include <math.h>
 #include <string.h>
+#include "models/elem.h"
 #include "models/model.h"
 #include "models/model_internal.h"
 
-/* ---- generator ---- */
+/* ---- generator (models/elem.h's, one draw at a time) ---- */
 
 uint64_t model__rng_next(uint64_t *state)
 {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return model__mix64(*state += MODEL__RNG_GAMMA);
 }
 
 float model__rng_uniform(uint64_t *state)
 {
-    return (float)(model__rng_next(state) >> 40) * (1.0f / 16777216.0f);
+    float u = model__uniform_at(*state, 0);
+    *state += MODEL__RNG_GAMMA;
+    return u;
 }
 
 /* ---- linear ---- */
@@ -273,17 +273,13 @@ void model__conv2d_backward(const model__conv_shape_t *s, const float *x,
 
 void model__relu_forward(const float *x, float *y, size_t count)
 {
-    for (size_t i = 0; i < count; i++)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    for (size_t i = 0; i < count; i++) y[i] = model__relu(x[i]);
 }
 
 void model__relu_backward(const float *y, const float *dy, float *dx,
                           size_t count)
 {
-    for (size_t i = 0; i < count; i++) {
-        float g = dy[i]; /* read unconditionally, so the loop vectorises */
-        dx[i] = y[i] > 0.0f ? g : 0.0f;
-    }
+    for (size_t i = 0; i < count; i++) dx[i] = model__relu_grad(y[i], dy[i]);
 }
 
 /* ---- max-pool ---- */
@@ -391,13 +387,10 @@ void model__maxpool_backward(const model__conv_shape_t *s, const float *dy,
 /* ---- dropout ---- */
 
 void model__dropout_forward(const float *x, float *y, float *mask, size_t count,
-                            float p, int train, uint64_t *rng)
+                            float p, int train, uint64_t rng)
 {
-    float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     for (size_t i = 0; i < count; i++) {
-        mask[i] = !train                        ? 1.0f
-                  : model__rng_uniform(rng) < p ? 0.0f
-                                                : keep_scale;
+        mask[i] = model__dropout_mask(rng, i, p, train);
         y[i] = x[i] * mask[i];
     }
 }
@@ -411,28 +404,12 @@ void model__dropout_backward(const float *dy, const float *mask, float *dx,
 
 /* ---- softmax cross-entropy ---- */
 
-int model__softmax_xent(const float *logits, const int *labels, float *dlogits,
-                        int batch, int classes, float *loss)
+void model__softmax_xent(const float *logits, const int32_t *labels,
+                         float *dlogits, double *losses, int batch,
+                         int classes)
 {
-    double total = 0;
     for (int n = 0; n < batch; n++)
-        if (labels[n] < 0 || labels[n] >= classes) return MODEL_ERR_ARG;
-    for (int n = 0; n < batch; n++) {
-        const float *z = logits + (size_t)n * classes;
-        float *dz = dlogits + (size_t)n * classes;
-        float zmax = z[0];
-        for (int c = 1; c < classes; c++)
-            zmax = z[c] > zmax ? z[c] : zmax;
-        double sum = 0;
-        for (int c = 0; c < classes; c++)
-            sum += exp((double)z[c] - zmax);
-        double log_sum = log(sum);
-        total += log_sum - ((double)z[labels[n]] - zmax);
-        for (int c = 0; c < classes; c++) {
-            double prob = exp((double)z[c] - zmax - log_sum);
-            dz[c] = (float)((prob - (c == labels[n])) / batch);
-        }
-    }
-    *loss = (float)(total / batch);
-    return MODEL_OK;
+        losses[n] = model__xent_row(logits + (size_t)n * classes, labels[n],
+                                    dlogits + (size_t)n * classes, classes,
+                                    batch);
 }

@@ -8,12 +8,17 @@
  * (channels, height, width) is model_init_shape's, and the shapes of the
  * convolutions, poolings and of the first linear layer follow from it
  * (1x28x28 for Fashion-MNIST, 3x32x32 for CIFAR-10).
+ *
+ * The graph is the same on every device: each layer is a call through the
+ * model's backend table (models/backend.h), and all memory comes from it.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "models/backend.h"
+#include "models/elem.h"
 #include "models/model.h"
 #include "models/model_internal.h"
 #if defined(__SSE__)
@@ -53,6 +58,36 @@ void model_setup_cpu(void)
     setenv("OMP_NUM_THREADS", "1", 0);
     if (openblas_set_num_threads) openblas_set_num_threads(1);
     model_flush_denormals();
+}
+
+/* ---- devices ---- */
+
+_Static_assert(sizeof(int) == sizeof(int32_t),
+               "model_loss's int labels go to the device as int32");
+
+static const model__backend_t *backend_of(model_device_t device,
+                                          const char **why)
+{
+    switch (device) {
+    case MODEL_DEVICE_CPU:
+        return model__backend_cpu();
+    case MODEL_DEVICE_CUDA:
+        return model__backend_cuda(why);
+    }
+    if (why) *why = "unknown device";
+    return NULL;
+}
+
+int model_device_available(model_device_t device, const char **why)
+{
+    return backend_of(device, why) != NULL;
+}
+
+const char *model_device_name(model_device_t device)
+{
+    return device == MODEL_DEVICE_CPU    ? "cpu"
+           : device == MODEL_DEVICE_CUDA ? "cuda"
+                                         : NULL;
 }
 
 /* ---- model tables ---- */
@@ -169,7 +204,8 @@ static int plan_layers(model_t *m, const layer_spec_t *spec, int n,
                 s->out_c = spec[i].out;
                 l->w_idx = add_param(m, spec[i].name, "weight", 4, shape);
                 l->b_idx = add_param(m, spec[i].name, "bias", 1, shape);
-                size_t sc = model__conv2d_scratch_count(s);
+                size_t sc =
+                    m->backend->conv2d_scratch_count(s, m->batch_max);
                 if (sc > *scratch_count) *scratch_count = sc;
             }
         } else if (l->kind == MODEL__DROPOUT) {
@@ -211,21 +247,34 @@ static void carve_layers(model_t *m, int32_t *argmax)
     }
 }
 
-/* He uniform weights, zero biases, in slab order from one generator. */
-static void init_weights(model_t *m, uint64_t seed)
+/* He uniform weights, zero biases, in slab order from one generator,
+ * made on the host and copied to the model's memory. */
+static int init_weights(model_t *m, uint64_t seed)
 {
     uint64_t rng = seed;
-    memset(m->param_slab, 0, m->param_count * sizeof(float));
+    float *host = calloc(m->param_count + 1, sizeof(float));
+    if (!host) return MODEL_ERR_NOMEM;
     for (int i = 0; i < m->num_layers; i++) {
         struct model__layer *l = &m->layers[i];
         if (l->w_idx < 0) continue;
         const model_param_t *p = &m->params[l->w_idx];
         size_t fan_in = p->count / (size_t)p->shape[0];
         float bound = sqrtf(6.0f / (float)fan_in);
-        float *w = m->param_slab + p->offset;
+        float *w = host + p->offset;
         for (size_t j = 0; j < p->count; j++)
             w[j] = (2.0f * model__rng_uniform(&rng) - 1.0f) * bound;
     }
+    int status = m->backend->upload(m->param_slab, host,
+                                    m->param_count * sizeof(float));
+    free(host);
+    return status;
+}
+
+/* bytes of the backend's memory into *p; 0 bytes get one, so that every
+ * buffer is a real allocation. */
+static int device_alloc(const model_t *m, size_t count, size_t size, void **p)
+{
+    return m->backend->alloc((count ? count : 1) * size, p);
 }
 
 int model_init(model_t *m, const char *kind, int batch_max, uint64_t seed)
@@ -236,10 +285,19 @@ int model_init(model_t *m, const char *kind, int batch_max, uint64_t seed)
 int model_init_shape(model_t *m, const char *kind, int channels, int height,
                      int width, int batch_max, uint64_t seed)
 {
+    return model_init_device(m, MODEL_DEVICE_CPU, kind, channels, height,
+                             width, batch_max, seed);
+}
+
+int model_init_device(model_t *m, model_device_t device, const char *kind,
+                      int channels, int height, int width, int batch_max,
+                      uint64_t seed)
+{
     const layer_spec_t *spec;
     int n, status = MODEL_ERR_NOMEM;
     if (!m) return MODEL_ERR_ARG;
     memset(m, 0, sizeof(*m));
+    if (!model_device_name(device)) return MODEL_ERR_ARG;
     if (!kind || batch_max < 1 || channels < 1 || height < 1 || width < 1 ||
         channels > IN_SIDE_MAX || height > IN_SIDE_MAX ||
         width > IN_SIDE_MAX ||
@@ -254,6 +312,9 @@ int model_init_shape(model_t *m, const char *kind, int channels, int height,
     } else {
         return MODEL_ERR_ARG;
     }
+    m->backend = backend_of(device, NULL);
+    if (!m->backend) return MODEL_ERR_CUDA;
+    m->device = device;
     snprintf(m->kind, sizeof(m->kind), "%s", kind);
     m->batch_max = batch_max;
     m->num_layers = n;
@@ -279,18 +340,27 @@ int model_init_shape(model_t *m, const char *kind, int channels, int height,
         m->param_count > SIZE_MAX / sizeof(float))
         goto err_free_model;
 
-    m->param_slab = malloc(m->param_count * sizeof(float));
-    m->grad_slab = calloc(m->param_count, sizeof(float));
-    m->act_slab = malloc(act_count * bm * sizeof(float));
-    m->dact_slab = malloc(act_count * bm * sizeof(float));
-    m->scratch = malloc((scratch_count ? scratch_count : 1) * sizeof(float));
-    /* + 1: never malloc(0); the mlp has no max-pool and uses none of it. */
-    m->argmax_slab = malloc((argmax_count * bm + 1) * sizeof(int32_t));
-    if (!m->param_slab || !m->grad_slab || !m->act_slab || !m->dact_slab ||
-        !m->scratch || !m->argmax_slab)
-        goto err_free_model;
+    /* The mlp has no max-pool and uses none of argmax_slab. */
+    void **bufs[] = {(void **)&m->param_slab, (void **)&m->grad_slab,
+                     (void **)&m->act_slab,   (void **)&m->dact_slab,
+                     (void **)&m->scratch,    (void **)&m->argmax_slab,
+                     (void **)&m->labels,     (void **)&m->losses};
+    size_t counts[] = {m->param_count, m->param_count, act_count * bm,
+                       act_count * bm, scratch_count, argmax_count * bm,
+                       bm, bm};
+    size_t sizes[] = {sizeof(float), sizeof(float),   sizeof(float),
+                      sizeof(float), sizeof(float),   sizeof(int32_t),
+                      sizeof(int32_t), sizeof(double)};
+    for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++)
+        if ((status = device_alloc(m, counts[b], sizes[b], bufs[b])) !=
+            MODEL_OK)
+            goto err_free_model;
+    status = MODEL_ERR_NOMEM;
+    m->host_losses = malloc(bm * sizeof(double));
+    m->host_logits = malloc(bm * (size_t)m->num_classes * sizeof(float));
+    if (!m->host_losses || !m->host_logits) goto err_free_model;
     carve_layers(m, m->argmax_slab);
-    init_weights(m, seed);
+    if ((status = init_weights(m, seed)) != MODEL_OK) goto err_free_model;
     m->rng_state = model__rng_next(&seed); /* dropout's own stream */
     return MODEL_OK;
 
@@ -302,14 +372,17 @@ err_free_model:
 void model_free(model_t *m)
 {
     if (!m) return;
+    if (m->backend) {
+        void *bufs[] = {m->param_slab, m->grad_slab, m->act_slab,
+                        m->dact_slab,  m->scratch,   m->argmax_slab,
+                        m->labels,     m->losses};
+        for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++)
+            m->backend->release(bufs[b]);
+    }
     free(m->layers);
     free(m->params);
-    free(m->param_slab);
-    free(m->grad_slab);
-    free(m->act_slab);
-    free(m->dact_slab);
-    free(m->scratch);
-    free(m->argmax_slab);
+    free(m->host_losses);
+    free(m->host_logits);
     memset(m, 0, sizeof(*m));
 }
 
@@ -324,6 +397,7 @@ int model_forward(model_t *m, const float *x, int batch, int train)
 {
     if (!m || !m->layers || !x || batch < 1 || batch > m->batch_max)
         return MODEL_ERR_ARG;
+    const model__backend_t *be = m->backend;
     m->input = x;
     m->batch = batch;
     m->train = train;
@@ -334,24 +408,25 @@ int model_forward(model_t *m, const float *x, int batch, int train)
         size_t count = (size_t)batch * l->out_count;
         switch (l->kind) {
         case MODEL__LINEAR:
-            model__linear_forward(in, W(m, l->w_idx), W(m, l->b_idx), l->out,
-                                  batch, l->s.in_c, l->s.out_c);
+            be->linear_forward(in, W(m, l->w_idx), W(m, l->b_idx), l->out,
+                               batch, l->s.in_c, l->s.out_c);
             break;
         case MODEL__CONV2D:
-            model__conv2d_forward(&l->s, in, W(m, l->w_idx), W(m, l->b_idx),
-                                  l->out, batch, m->scratch);
+            be->conv2d_forward(&l->s, in, W(m, l->w_idx), W(m, l->b_idx),
+                               l->out, batch, m->scratch);
             break;
         case MODEL__RELU:
-            model__relu_forward(in, l->out, count);
+            be->relu_forward(in, l->out, count);
             break;
         case MODEL__MAXPOOL:
-            model__maxpool_forward(&l->s, in, l->out, l->argmax, batch);
+            be->maxpool_forward(&l->s, in, l->out, l->argmax, batch);
             break;
         case MODEL__FLATTEN:
             break;
         case MODEL__DROPOUT:
-            model__dropout_forward(in, l->out, l->mask, count, l->dropout_p,
-                                   train, &m->rng_state);
+            be->dropout_forward(in, l->out, l->mask, count, l->dropout_p,
+                                train, m->rng_state);
+            if (train) m->rng_state += count * MODEL__RNG_GAMMA;
             break;
         }
     }
@@ -368,11 +443,22 @@ int model_loss(model_t *m, const int *labels, int batch, float *loss)
     if (!m || !m->layers || !labels || !loss) return MODEL_ERR_ARG;
     if (!m->batch) return MODEL_ERR_STATE;
     if (batch != m->batch) return MODEL_ERR_ARG;
+    for (int n = 0; n < batch; n++)
+        if (labels[n] < 0 || labels[n] >= m->num_classes) return MODEL_ERR_ARG;
+    const model__backend_t *be = m->backend;
     struct model__layer *last = &m->layers[m->num_layers - 1];
-    int rc = model__softmax_xent(last->out, labels, last->dout, batch,
-                                 m->num_classes, loss);
-    m->have_loss = rc == MODEL_OK;
-    return rc;
+    int status = be->upload(m->labels, labels, (size_t)batch * sizeof *labels);
+    if (status != MODEL_OK) return status;
+    be->softmax_xent(last->out, m->labels, last->dout, m->losses, batch,
+                     m->num_classes);
+    status = be->download(m->host_losses, m->losses,
+                          (size_t)batch * sizeof *m->losses);
+    if (status != MODEL_OK) return status;
+    double total = 0;
+    for (int n = 0; n < batch; n++) total += m->host_losses[n];
+    *loss = (float)(total / batch);
+    m->have_loss = 1;
+    return MODEL_OK;
 }
 
 /* Gradients of layer l's parameters (dw, db non-NULL) or of its input
@@ -380,27 +466,28 @@ int model_loss(model_t *m, const int *labels, int batch, float *loss)
 static void layer_backward(model_t *m, struct model__layer *l, const float *in,
                            float *din, float *dw, float *db)
 {
+    const model__backend_t *be = m->backend;
     int batch = m->batch, acc = m->grad_accumulate;
     size_t count = (size_t)batch * l->out_count;
     switch (l->kind) {
     case MODEL__LINEAR:
-        model__linear_backward(in, W(m, l->w_idx), l->dout, din, dw, db, batch,
-                               l->s.in_c, l->s.out_c, acc);
+        be->linear_backward(in, W(m, l->w_idx), l->dout, din, dw, db, batch,
+                            l->s.in_c, l->s.out_c, acc);
         break;
     case MODEL__CONV2D:
-        model__conv2d_backward(&l->s, in, W(m, l->w_idx), l->dout, din, dw, db,
-                               batch, m->scratch, acc);
+        be->conv2d_backward(&l->s, in, W(m, l->w_idx), l->dout, din, dw, db,
+                            batch, m->scratch, acc);
         break;
     case MODEL__RELU:
-        if (din) model__relu_backward(l->out, l->dout, din, count);
+        if (din) be->relu_backward(l->out, l->dout, din, count);
         break;
     case MODEL__MAXPOOL:
-        if (din) model__maxpool_backward(&l->s, l->dout, l->argmax, din, batch);
+        if (din) be->maxpool_backward(&l->s, l->dout, l->argmax, din, batch);
         break;
     case MODEL__FLATTEN:
         break; /* din is dout */
     case MODEL__DROPOUT:
-        if (din) model__dropout_backward(l->dout, l->mask, din, count);
+        if (din) be->dropout_backward(l->dout, l->mask, din, count);
         break;
     }
 }
@@ -431,8 +518,7 @@ int model_backward(model_t *m, model_grad_hook_t hook, void *hook_ctx)
 
 void model_zero_grad(model_t *m)
 {
-    if (m && m->grad_slab)
-        memset(m->grad_slab, 0, m->param_count * sizeof(float));
+    if (m && m->grad_slab) m->backend->fill(m->grad_slab, 0.0f, m->param_count);
 }
 
 /* ---- accessors ---- */
@@ -471,8 +557,11 @@ int model_predict(const model_t *m, int *pred, const int *labels, int *correct)
     if (!m || !m->layers || !m->batch || (!pred && !correct) ||
         (correct && !labels))
         return MODEL_ERR_ARG;
-    const float *z = model_logits(m);
     int k = m->num_classes, hits = 0;
+    float *z = m->host_logits;
+    int status = m->backend->download(z, model_logits(m),
+                                      (size_t)m->batch * k * sizeof *z);
+    if (status != MODEL_OK) return status;
     for (int n = 0; n < m->batch; n++) {
         int best = 0;
         for (int c = 1; c < k; c++)

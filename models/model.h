@@ -1,7 +1,8 @@
 /* models/model.h: the public header of models/: float32 models (mlp, cnn)
- * with forward and backward on the host (CBLAS), SGD, and the learning-rate
- * schedule. No MPI here: hvd/ reaches these only through the parameter and
- * gradient slabs and the backward hook.
+ * with forward and backward on the host (CBLAS) or a GPU (a backend per
+ * device, models/backend.h), SGD, and the learning-rate schedule. No MPI
+ * here: hvd/ reaches these only through the parameter and gradient slabs
+ * and the backward hook.
  *
  * Memory: all parameters live in one allocation (param_slab) and all
  * gradients in another (grad_slab) with the same layout, tensor i at
@@ -10,8 +11,12 @@
  * (the last layer's bias at offset 0), the order backward finishes them.
  * The SGD momentum buffer is one allocation of the same length.
  *
- * Left out here: the CUDA backend (a later issue) and data loading
- * (examples/). Statuses use the same numbers as ring/ and hvd/.
+ * A model lives on one device (model_init_device): on MODEL_DEVICE_CUDA
+ * its slabs, activations and the input given to model_forward are device
+ * memory, and the pointers the accessors return are device pointers.
+ *
+ * Left out here: data loading (examples/). Statuses use the same numbers
+ * as ring/ and hvd/.
  */
 #ifndef HVD_MODEL_H
 #define HVD_MODEL_H
@@ -23,6 +28,7 @@
     X(OK, 0, "success")                                                        \
     X(ERR_ARG, -1, "invalid argument")                                         \
     X(ERR_STATE, -3, "invalid state")                                          \
+    X(ERR_CUDA, -5, "no usable GPU, or a CUDA call failed")                    \
     X(ERR_NOMEM, -6, "out of memory")
 
 typedef enum {
@@ -49,6 +55,18 @@ int model_flush_denormals(void);
  * changes the process's environment. */
 void model_setup_cpu(void);
 
+/* ---- devices ---- */
+
+typedef enum { MODEL_DEVICE_CPU, MODEL_DEVICE_CUDA } model_device_t;
+
+/* Whether models can run on device here: 1, or 0 with *why (may be NULL)
+ * saying why not (a build without CUDA, no GPU visible). The CPU always
+ * can. */
+int model_device_available(model_device_t device, const char **why);
+
+/* "cpu" or "cuda"; NULL for other values. */
+const char *model_device_name(model_device_t device);
+
 /* ---- models ---- */
 
 enum { MODEL_NAME_MAX = 32, MODEL_MAX_DIMS = 4 };
@@ -62,7 +80,8 @@ typedef struct {
     int shape[MODEL_MAX_DIMS]; /* linear: (out, in); conv: (out, in, kh, kw) */
 } model_param_t;
 
-struct model__layer; /* internal: models/model_internal.h */
+struct model__layer;   /* internal: models/model_internal.h */
+struct model__backend; /* internal: models/backend.h */
 
 typedef struct {
     char kind[8];    /* "mlp" or "cnn" */
@@ -89,6 +108,12 @@ typedef struct {
     int grad_accumulate;         /* 0 (default): backward overwrites grads;
                                     1: backward adds to them */
     uint64_t rng_state;          /* dropout's generator; checkpoint it */
+    model_device_t device;       /* where it all lives */
+    const struct model__backend *backend; /* the device's operations */
+    int32_t *labels;             /* (batch_max) model_loss's, on device */
+    double *losses;              /* (batch_max) per sample, on device */
+    double *host_losses;         /* (batch_max) host copies of both */
+    float *host_logits;          /* (batch_max, num_classes) */
 } model_t;
 
 /* Builds a model of the given kind on caller memory, for batches of at
@@ -108,9 +133,16 @@ typedef struct {
  * The same seed and shape give bitwise the same weights on every machine.
  * Returns MODEL_OK, MODEL_ERR_ARG (unknown kind, batch_max < 1, a shape out
  * of range or too small for the model) or MODEL_ERR_NOMEM; on failure *m
- * holds nothing and needs no model_free. */
+ * holds nothing and needs no model_free. On the CPU. */
 int model_init_shape(model_t *m, const char *kind, int channels, int height,
                      int width, int batch_max, uint64_t seed);
+
+/* model_init_shape on device: the same weights (made on the host, then
+ * copied), and MODEL_ERR_CUDA where the device cannot be used
+ * (model_device_available says why). */
+int model_init_device(model_t *m, model_device_t device, const char *kind,
+                      int channels, int height, int width, int batch_max,
+                      uint64_t seed);
 
 /* model_init_shape for 1x28x28 inputs (Fashion-MNIST). */
 int model_init(model_t *m, const char *kind, int batch_max, uint64_t seed);
@@ -119,18 +151,21 @@ int model_init(model_t *m, const char *kind, int batch_max, uint64_t seed);
  * leaves *m zeroed. */
 void model_free(model_t *m);
 
-/* Forward pass of x, (batch, in_count) floats, which must stay valid until
- * backward. train = 1 enables dropout (none in mlp/cnn so far). Returns
- * MODEL_OK or MODEL_ERR_ARG (NULL, batch outside 1..batch_max). */
+/* Forward pass of x, (batch, in_count) floats in the model's memory,
+ * which must stay valid until backward. train = 1 enables dropout (none in
+ * mlp/cnn so far). Returns MODEL_OK or MODEL_ERR_ARG (NULL, batch outside
+ * 1..batch_max). */
 int model_forward(model_t *m, const float *x, int batch, int train);
 
-/* The last forward's logits, (batch, num_classes). */
+/* The last forward's logits, (batch, num_classes), in the model's
+ * memory. */
 const float *model_logits(const model_t *m);
 
 /* Softmax cross-entropy of the last forward's logits, the mean over the
  * batch, into *loss; also prepares backward. labels: (batch) in
- * 0..num_classes-1. Returns MODEL_OK, MODEL_ERR_ARG (batch differs from the
- * forward's, label out of range) or MODEL_ERR_STATE (no forward yet). */
+ * 0..num_classes-1, host memory. Returns MODEL_OK, MODEL_ERR_ARG (batch
+ * differs from the forward's, label out of range), MODEL_ERR_STATE (no
+ * forward yet) or the device's error (MODEL_ERR_CUDA). */
 int model_loss(model_t *m, const int *labels, int batch, float *loss);
 
 /* Called by backward with a parameter's index as soon as that parameter's
@@ -158,8 +193,9 @@ size_t model_param_count(const model_t *m, size_t param_idx);
 
 /* Arg-max class of each of the last forward's samples into pred (batch;
  * may be NULL), and, when labels is not NULL, the number that match into
- * *correct. Returns MODEL_OK or MODEL_ERR_ARG (no forward yet, pred and
- * correct both NULL, correct without labels). */
+ * *correct; pred, labels and correct are host memory. Returns MODEL_OK,
+ * MODEL_ERR_ARG (no forward yet, pred and correct both NULL, correct
+ * without labels) or the device's error. */
 int model_predict(const model_t *m, int *pred, const int *labels, int *correct);
 
 /* ---- SGD ---- */

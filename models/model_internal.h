@@ -4,7 +4,8 @@
  *
  * Layout: activations are (batch, C, H, W) row-major floats; a linear layer
  * sees (batch, in). Kernels take no ownership and never allocate; scratch
- * comes from the caller.
+ * comes from the caller. These are the host's; models/backend.h is the
+ * table model.c calls them through (models/backend_cpu.c).
  */
 #ifndef HVD_MODEL_INTERNAL_H
 #define HVD_MODEL_INTERNAL_H
@@ -83,16 +84,18 @@ void model__maxpool_forward(const model__conv_shape_t *s, const float *x,
 void model__maxpool_backward(const model__conv_shape_t *s, const float *dy,
                              const int32_t *argmax, float *dx, int batch);
 
-/* Inverted dropout: mask = 0 with probability p else 1/(1-p), y = x*mask.
- * Not training: y = x and mask = 1. */
+/* Inverted dropout: mask = 0 with probability p else 1/(1-p), y = x*mask,
+ * element i's draw the i-th after rng (models/elem.h; the caller advances
+ * its generator by count draws). Not training: y = x and mask = 1. */
 void model__dropout_forward(const float *x, float *y, float *mask, size_t count,
-                            float p, int train, uint64_t *rng);
+                            float p, int train, uint64_t rng);
 void model__dropout_backward(const float *dy, const float *mask, float *dx,
                              size_t count);
 
-/* Mean softmax cross-entropy over the batch; dlogits = (softmax - onehot)
- * / batch. Returns MODEL_ERR_ARG for a label outside 0..classes-1. */
-int model__softmax_xent(const float *logits, const int *labels, float *dlogits,
-                        int batch, int classes, float *loss);
+/* Softmax cross-entropy of each sample into losses (batch), dlogits =
+ * (softmax - onehot) / batch. Labels must be in 0..classes-1. */
+void model__softmax_xent(const float *logits, const int32_t *labels,
+                         float *dlogits, double *losses, int batch,
+                         int classes);
 
 #endif /* HVD_MODEL_INTERNAL_H */

@@ -1,0 +1,82 @@
+/* models/backend.h: what a model's layers need from the machine they run
+ * on, as one table per backend. models/model.c keeps one graph and one
+ * memory plan and calls the table; models/backend_cpu.c is the host's
+ * (CBLAS, the kernels of models/layers.c), models/backend_cuda.c the
+ * GPU's (cuBLAS and the kernels of models/kernels_cuda.cu, whose element
+ * arithmetic is models/elem.h, shared with the host).
+ *
+ * The entries are per layer, not per GEMM: each backend lays out the
+ * GEMMs of a convolution its own way (the host one image at a time, for
+ * its caches; a GPU a whole batch per call). Shapes and layouts are
+ * models/model_internal.h's; every pointer is the backend's memory (host
+ * memory for "cpu", device memory for "cuda"), except where it says host.
+ *
+ * Errors: the layer entries return nothing, as kernels launched on a
+ * stream do; a backend keeps its first failure and finish() returns it.
+ */
+#ifndef HVD_MODEL_BACKEND_H
+#define HVD_MODEL_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "models/model_internal.h"
+
+typedef struct model__backend {
+    const char *name; /* "cpu" or "cuda" */
+
+    /* ---- memory ---- */
+    /* bytes of zeroed memory; MODEL_OK, MODEL_ERR_NOMEM or MODEL_ERR_CUDA. */
+    int (*alloc)(size_t bytes, void **p);
+    void (*release)(void *p); /* NULL is a no-op */
+    /* Between the backend's memory and the host's, after (upload: before)
+     * everything queued so far. */
+    int (*upload)(void *dst, const void *host_src, size_t bytes);
+    int (*download)(void *host_dst, const void *src, size_t bytes);
+    /* Waits until what was queued is done; its first failure, if any. */
+    int (*finish)(void);
+    void (*fill)(float *x, float value, size_t count);
+
+    /* ---- layers (models/model_internal.h says what each computes) ---- */
+    void (*linear_forward)(const float *x, const float *w, const float *b,
+                           float *y, int batch, int in, int out);
+    void (*linear_backward)(const float *x, const float *w, const float *dy,
+                            float *dx, float *dw, float *db, int batch,
+                            int in, int out, int accumulate);
+    /* Scratch floats a convolution of up to batch_max images needs. */
+    size_t (*conv2d_scratch_count)(const model__conv_shape_t *s,
+                                   int batch_max);
+    void (*conv2d_forward)(const model__conv_shape_t *s, const float *x,
+                           const float *w, const float *b, float *y,
+                           int batch, float *scratch);
+    void (*conv2d_backward)(const model__conv_shape_t *s, const float *x,
+                            const float *w, const float *dy, float *dx,
+                            float *dw, float *db, int batch, float *scratch,
+                            int accumulate);
+    void (*relu_forward)(const float *x, float *y, size_t count);
+    void (*relu_backward)(const float *y, const float *dy, float *dx,
+                          size_t count);
+    void (*maxpool_forward)(const model__conv_shape_t *s, const float *x,
+                            float *y, int32_t *argmax, int batch);
+    void (*maxpool_backward)(const model__conv_shape_t *s, const float *dy,
+                             const int32_t *argmax, float *dx, int batch);
+    /* Element i's mask is models/elem.h's model__dropout_mask(rng, i, p,
+     * train); the caller advances its generator. */
+    void (*dropout_forward)(const float *x, float *y, float *mask,
+                            size_t count, float p, int train, uint64_t rng);
+    void (*dropout_backward)(const float *dy, const float *mask, float *dx,
+                             size_t count);
+    /* Per sample n: losses[n] and dlogits, as models/elem.h's
+     * model__xent_row. Labels are in range (the caller checked them). */
+    void (*softmax_xent)(const float *logits, const int32_t *labels,
+                         float *dlogits, double *losses, int batch,
+                         int classes);
+} model__backend_t;
+
+/* The host's table; always there. */
+const model__backend_t *model__backend_cpu(void);
+/* The GPU's, on the calling thread's current device; NULL in a build
+ * without CUDA or where no GPU can be used (*why then says which, when
+ * why is not NULL). */
+const model__backend_t *model__backend_cuda(const char **why);
+
+#endif /* HVD_MODEL_BACKEND_H */

@@ -1,0 +1,57 @@
+/* models/backend_cpu.c: the host's backend table (models/backend.h): host
+ * memory, and the CBLAS kernels of models/layers.c as they are. */
+#include <stdlib.h>
+#include <string.h>
+#include "models/backend.h"
+#include "models/model.h"
+
+static int cpu_alloc(size_t bytes, void **p)
+{
+    *p = calloc(bytes ? bytes : 1, 1);
+    return *p ? MODEL_OK : MODEL_ERR_NOMEM;
+}
+
+static int cpu_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes) memmove(dst, src, bytes);
+    return MODEL_OK;
+}
+
+static int cpu_finish(void) { return MODEL_OK; }
+
+static void cpu_fill(float *x, float value, size_t count)
+{
+    for (size_t i = 0; i < count; i++) x[i] = value;
+}
+
+/* The host convolution works one image at a time, whatever the batch. */
+static size_t cpu_conv2d_scratch_count(const model__conv_shape_t *s,
+                                       int batch_max)
+{
+    (void)batch_max;
+    return model__conv2d_scratch_count(s);
+}
+
+static const model__backend_t model__cpu = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .release = free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .finish = cpu_finish,
+    .fill = cpu_fill,
+    .linear_forward = model__linear_forward,
+    .linear_backward = model__linear_backward,
+    .conv2d_scratch_count = cpu_conv2d_scratch_count,
+    .conv2d_forward = model__conv2d_forward,
+    .conv2d_backward = model__conv2d_backward,
+    .relu_forward = model__relu_forward,
+    .relu_backward = model__relu_backward,
+    .maxpool_forward = model__maxpool_forward,
+    .maxpool_backward = model__maxpool_backward,
+    .dropout_forward = model__dropout_forward,
+    .dropout_backward = model__dropout_backward,
+    .softmax_xent = model__softmax_xent,
+};
+
+const model__backend_t *model__backend_cpu(void) { return &model__cpu; }
