@@ -61,6 +61,9 @@ typedef struct {
     data_shard_t shard;
     float *xbuf; /* (batch_size, channels, height, width) */
     int *ybuf;   /* (batch_size) */
+    /* On a GPU, host copies of the parameters and the momentum for the
+     * checkpoints (NULL on the CPU: the checkpoints use the slabs). */
+    float *host_params, *host_velocity;
     char kind[CKPT_KIND_MAX]; /* the checkpoints' model name */
     size_t spe;               /* steps per epoch */
     long long gstep, end_step, run_steps, done_steps;
@@ -138,12 +141,15 @@ static int build(loop_t *L)
 {
     const train_loop_config_t *c = L->cfg;
     const train_loop_options_t *o = &L->opt;
-    int status = model_init_shape(&L->m, o->model, (int)c->channels,
-                                  (int)c->height, (int)c->width,
-                                  (int)o->batch_size, o->seed);
+    model_device_t device = strcmp(o->device, "cuda") ? MODEL_DEVICE_CPU
+                                                       : MODEL_DEVICE_CUDA;
+    int status = model_init_device(&L->m, device, o->model,
+                                   (int)c->channels, (int)c->height,
+                                   (int)c->width, (int)o->batch_size,
+                                   o->seed);
     if (status == MODEL_OK)
-        status = model_sgd_init(&L->sgd, L->m.param_count, (float)o->lr,
-                                MOMENTUM, 0.0f, 0);
+        status = model_sgd_init_model(&L->sgd, &L->m, (float)o->lr, MOMENTUM,
+                                      0.0f, 0);
     if (status != MODEL_OK) {
         if (L->rank == 0)
             fprintf(stderr, "%s: model %s: %s\n", c->name, o->model,
@@ -157,7 +163,12 @@ static int build(loop_t *L)
     L->xbuf = malloc((size_t)o->batch_size * (size_t)L->m.in_count *
                      sizeof *L->xbuf);
     L->ybuf = malloc((size_t)o->batch_size * sizeof *L->ybuf);
-    if (!L->xbuf || !L->ybuf) {
+    if (device != MODEL_DEVICE_CPU) {
+        L->host_params = malloc((L->m.param_count + 1) * sizeof(float));
+        L->host_velocity = malloc((L->m.param_count + 1) * sizeof(float));
+    }
+    if (!L->xbuf || !L->ybuf ||
+        (device != MODEL_DEVICE_CPU && (!L->host_params || !L->host_velocity))) {
         fprintf(stderr, "%s: out of memory\n", c->name);
         return 1;
     }
@@ -194,14 +205,34 @@ static int rank0_verdict(loop_t *L, int32_t status, const char *name)
 }
 
 /* What a checkpoint holds of the loop (epoch and RNG state filled in by
- * the caller when writing). */
+ * the caller when writing): the slabs, or on a GPU their host copies. */
 static ckpt_state_t ckpt_state(loop_t *L)
 {
+    int host = L->host_params == NULL;
     return (ckpt_state_t){.kind = L->kind, .param_count = L->m.param_count,
-                          .params = L->m.param_slab,
+                          .params = host ? L->m.param_slab : L->host_params,
                           .velocity_count = L->sgd.velocity ? L->sgd.count
                                                             : 0,
-                          .velocity = L->sgd.velocity};
+                          .velocity = host ? L->sgd.velocity
+                                           : L->host_velocity};
+}
+
+/* On a GPU, the host copies from (to_host) or into the device's slabs; 0,
+ * or the model's error. */
+static int ckpt_copies(loop_t *L, int to_host)
+{
+    if (!L->host_params) return MODEL_OK;
+    size_t bytes = L->m.param_count * sizeof(float);
+    int status = to_host ? model_download(&L->m, L->host_params,
+                                          L->m.param_slab, bytes)
+                         : model_upload(&L->m, L->m.param_slab,
+                                        L->host_params, bytes);
+    if (status == MODEL_OK && L->sgd.velocity)
+        status = to_host ? model_download(&L->m, L->host_velocity,
+                                          L->sgd.velocity, bytes)
+                         : model_upload(&L->m, L->sgd.velocity,
+                                        L->host_velocity, bytes);
+    return status;
 }
 
 /* Whether rank 0 can write checkpoints where --checkpoint says (before any
@@ -224,6 +255,11 @@ static int initial_state(loop_t *L, int64_t *start_epoch)
             ckpt_state_t st = ckpt_state(L);
             info[0] = ckpt_read(L->opt.checkpoint, &st, L->err,
                                 sizeof L->err);
+            if (info[0] == 0 && (status = ckpt_copies(L, 0)) != MODEL_OK) {
+                snprintf(L->err, sizeof L->err, "copying it to the device: "
+                         "%s", model_strerror(status));
+                info[0] = 1;
+            }
             if (info[0] != 0)
                 fprintf(stderr, "%s: --resume: %s\n", name, L->err);
             info[1] = st.epoch;
@@ -282,7 +318,7 @@ static void show_progress(loop_t *L, int64_t epoch, double t_epoch,
  * samples in L->xbuf / ybuf; 0 or 1. */
 static int train_step(loop_t *L, int n, float *loss)
 {
-    int status = model_forward(&L->m, L->xbuf, n, 1);
+    int status = model_forward_host(&L->m, L->xbuf, n, 1);
     if (status == MODEL_OK) status = model_loss(&L->m, L->ybuf, n, loss);
     if (status == MODEL_OK)
         status = model_backward(&L->m, trainer_grad_hook, L->dopt);
@@ -356,7 +392,7 @@ static int evaluate(loop_t *L, int64_t epoch, const epoch_t *e)
         float loss = 0;
         memcpy(L->xbuf, t->images + i * per, (size_t)n * per * sizeof(float));
         prepare_inputs(L, L->xbuf, (size_t)n);
-        int status = model_forward(&L->m, L->xbuf, n, 0);
+        int status = model_forward_host(&L->m, L->xbuf, n, 0);
         if (status == MODEL_OK)
             status = model_predict(&L->m, NULL, t->labels + i, &correct);
         if (status == MODEL_OK)
@@ -412,7 +448,13 @@ static int checkpoint(loop_t *L, int64_t epochs_done)
         ckpt_state_t st = ckpt_state(L);
         st.epoch = epochs_done;
         st.rng_state = L->m.rng_state;
-        ck = ckpt_write(L->opt.checkpoint, &st, L->err, sizeof L->err);
+        int status = ckpt_copies(L, 1);
+        if (status == MODEL_OK)
+            ck = ckpt_write(L->opt.checkpoint, &st, L->err, sizeof L->err);
+        else
+            ck = snprintf(L->err, sizeof L->err, "checkpoint: copying the "
+                          "state from the device: %s",
+                          model_strerror(status)) > 0;
     }
     return rank0_verdict(L, ck, "train_loop.checkpoint");
 }
@@ -445,12 +487,17 @@ static int run(loop_t *L, int64_t start_epoch)
         schedule_describe(o->lr, L->size, sched, sizeof sched);
         printf("%s: %s, %zu parameters, %d rank%s, batch %lld per rank, %zu "
                "training images (%zu steps per epoch), %zu test images, %s, "
-               "%s inputs%s\n",
+               "%s inputs%s%s%s%s\n",
                L->cfg->name, o->model, L->m.param_count, L->size,
                L->size == 1 ? "" : "s", o->batch_size, L->train.count, L->spe,
                L->test.count, sched, o->normalize ? "normalized" : "raw",
                o->shard_optimizer && L->size > 1 ? ", sharded optimizer step"
-                                                 : "");
+                                                 : "",
+               L->m.device != MODEL_DEVICE_CPU || o->device_auto ? ", on " : "",
+               L->m.device != MODEL_DEVICE_CPU || o->device_auto
+                   ? model_backend_name(&L->m)
+                   : "",
+               o->device_auto ? " (--device auto)" : "");
         if (L->run_steps == 0)
             printf("nothing to do: epoch %lld of %lld reached\n",
                    (long long)start_epoch, o->epochs);
@@ -489,13 +536,6 @@ static int check_flags(loop_t *L, int argc, char **argv)
     int rc = trainer_flags_agree(parsed < 0, agreed, n);
     if (rc != 0) return rc;
     if (o->help) return 0;
-    if (strcmp(o->device, "cpu") != 0) {
-        if (L->rank == 0)
-            fprintf(stderr, "%s: --device %s: not supported yet; this build "
-                    "trains on the CPU only (--device cpu)\n", c->name,
-                    o->device);
-        return 2;
-    }
     float probe = 0; /* zero planes: only the constants are checked */
     if (c->channels < 1 || c->channels > TRAIN_LOOP_CHANNELS_MAX ||
         data_normalize(&probe, 1, c->channels, 0, c->mean, c->std) != 0) {
@@ -547,6 +587,8 @@ out:
         data_free(&L->test);
         free(L->xbuf);
         free(L->ybuf);
+        free(L->host_params);
+        free(L->host_velocity);
         free(L);
     }
     status = hvd_shutdown();

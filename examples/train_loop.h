@@ -13,8 +13,11 @@
  * parses the flags (train_loop_flags.c), checks that every rank was given
  * the same ones where they must agree, and runs the rest (train_loop.c).
  * The learning-rate schedule is one function in train_loop.c.
- * Left out: --device cuda (refused), Nesterov / weight decay flags,
- * augmentation. Prefix train_loop_.
+ * --device cuda trains on the rank's GPU (the model's backend): batches
+ * are copied to it, the step runs there, checkpoints hold host copies in
+ * the same format (a GPU run resumes on the CPU and the other way round).
+ * Left out: Nesterov / weight decay flags, augmentation, the sharded step
+ * on the GPU. Prefix train_loop_.
  */
 #ifndef HVD_EXAMPLES_TRAIN_LOOP_H
 #define HVD_EXAMPLES_TRAIN_LOOP_H
@@ -65,7 +68,8 @@ typedef struct {
     long long max_steps;   /* 0: no limit; without --epochs, the epochs
                               are as many as these steps take */
     long long train_limit; /* 0: every training image */
-    const char *device;
+    const char *device;   /* cpu or cuda: auto is resolved when parsed */
+    int device_auto;      /* 1: --device auto chose it */
     const char *progress; /* auto, bar (\r) or lines */
     int normalize;        /* 1: per-channel mean/std of the config */
     int help;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "examples/train_loop.h"
+#include "models/model.h"
 #include "prog/prog.h"
 
 enum {
@@ -70,13 +71,14 @@ static void usage_options(const train_loop_config_t *cfg, char *buf,
         "                           (ZeRO stage 1): the same parameters, "
         "less\n"
         "                           work per rank (on, or off with\n"
-        "                           --fp16-allreduce)\n"
+        "                           --fp16-allreduce or on the GPU)\n"
         "      --max-steps K        stop after K steps in total (counted "
         "from\n"
         "                           epoch 0); alone, K steps are trained\n"
         "      --train-limit N      use only the first N training images\n"
-        "      --device cpu         where to train (cuda: not supported "
-        "yet)\n"
+        "      --device cpu|cuda|auto  where to train: the CPU, the rank's\n"
+        "                           GPU, or the GPU when one is visible in\n"
+        "                           a CUDA build (cpu)\n"
         "      --progress auto|bar|lines  rank 0's progress: one updating "
         "line\n"
         "                           (bar), a line every tenth of an epoch\n"
@@ -121,7 +123,7 @@ static int ll_value(int opt, const char *val, long long min, long long max,
 static int parse_value(int opt, const char *val, train_loop_options_t *o)
 {
     static const char *const models[] = {"mlp", "cnn", NULL};
-    static const char *const devices[] = {"cpu", "cuda", NULL};
+    static const char *const devices[] = {"cpu", "cuda", "auto", NULL};
     static const char *const progress[] = {"auto", "bar", "lines", NULL};
     static const char *const off_on[] = {"off", "on", NULL};
     const struct option *lo = long_options;
@@ -162,7 +164,7 @@ static int parse_value(int opt, const char *val, train_loop_options_t *o)
                         opt == OPT_MAX_STEPS ? &o->max_steps
                                              : &o->train_limit);
     case OPT_DEVICE:
-        return word_value(opt, val, devices, "expected cpu or cuda",
+        return word_value(opt, val, devices, "expected cpu, cuda or auto",
                           &o->device);
     case OPT_PROGRESS:
         return word_value(opt, val, progress, "expected auto, bar or lines",
@@ -207,7 +209,21 @@ int train_loop_parse_flags(const train_loop_config_t *cfg, int argc,
     if (o->shard_optimizer == 1 && o->fp16_allreduce)
         return prog_refuse("--shard-optimizer on: the sharded step reduces "
                            "float32 gradients; drop --fp16-allreduce");
-    if (o->shard_optimizer == -1) o->shard_optimizer = !o->fp16_allreduce;
+    /* auto becomes what it chose, so that the ranks compare choices. */
+    const char *why = NULL;
+    int gpu = model_device_available(MODEL_DEVICE_CUDA, &why);
+    if (!strcmp(o->device, "auto")) {
+        o->device_auto = 1;
+        o->device = gpu ? "cuda" : "cpu";
+    } else if (!strcmp(o->device, "cuda") && !gpu) {
+        return prog_refuse("--device cuda: %s", why);
+    }
+    int on_gpu = !strcmp(o->device, "cuda");
+    if (o->shard_optimizer == 1 && on_gpu)
+        return prog_refuse("--shard-optimizer on: the sharded step runs on "
+                           "the host; on the GPU drop it");
+    if (o->shard_optimizer == -1)
+        o->shard_optimizer = !o->fp16_allreduce && !on_gpu;
     return 0;
 }
 

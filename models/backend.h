@@ -70,13 +70,24 @@ typedef struct model__backend {
     void (*softmax_xent)(const float *logits, const int32_t *labels,
                          float *dlogits, double *losses, int batch,
                          int classes);
+
+    /* ---- SGD (model_sgd_t): out[i] = models/elem.h's model__sgd_elem of
+     * p[i], g[i] and velocity[i] (NULL when mu is 0); out may be p. ---- */
+    void (*sgd_step)(const float *p, const float *g, float *out,
+                     float *velocity, size_t count, float lr, float mu,
+                     float wd, int nesterov);
 } model__backend_t;
 
 /* The host's table; always there. */
 const model__backend_t *model__backend_cpu(void);
 /* The GPU's, on the calling thread's current device; NULL in a build
  * without CUDA or where no GPU can be used (*why then says which, when
- * why is not NULL). */
+ * why is not NULL). Under HVD_DEVICE_EMULATE (set, not empty or "0"), as
+ * ring's device, the emulated one: the host's kernels on memory of its
+ * own, reached only through upload and download, so that a program's
+ * device path runs, and is checked against the host's, without a GPU. */
 const model__backend_t *model__backend_cuda(const char **why);
+/* The emulated device's table (models/backend_emu.c). */
+const model__backend_t *model__backend_emu(void);
 
 #endif /* HVD_MODEL_BACKEND_H */

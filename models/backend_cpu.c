@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "models/backend.h"
+#include "models/elem.h"
 #include "models/model.h"
 
 static int cpu_alloc(size_t bytes, void **p)
@@ -32,6 +33,15 @@ static size_t cpu_conv2d_scratch_count(const model__conv_shape_t *s,
     return model__conv2d_scratch_count(s);
 }
 
+static void cpu_sgd_step(const float *p, const float *g, float *out,
+                         float *velocity, size_t count, float lr, float mu,
+                         float wd, int nesterov)
+{
+    for (size_t i = 0; i < count; i++)
+        out[i] = model__sgd_elem(p[i], g[i], velocity ? &velocity[i] : NULL,
+                                 lr, mu, wd, nesterov);
+}
+
 static const model__backend_t model__cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -52,6 +62,7 @@ static const model__backend_t model__cpu = {
     .dropout_forward = model__dropout_forward,
     .dropout_backward = model__dropout_backward,
     .softmax_xent = model__softmax_xent,
+    .sgd_step = cpu_sgd_step,
 };
 
 const model__backend_t *model__backend_cpu(void) { return &model__cpu; }

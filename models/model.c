@@ -90,6 +90,11 @@ const char *model_device_name(model_device_t device)
                                          : NULL;
 }
 
+const char *model_backend_name(const model_t *m)
+{
+    return m && m->backend ? m->backend->name : "none";
+}
+
 /* ---- model tables ---- */
 
 typedef struct {
@@ -344,14 +349,17 @@ int model_init_device(model_t *m, model_device_t device, const char *kind,
     void **bufs[] = {(void **)&m->param_slab, (void **)&m->grad_slab,
                      (void **)&m->act_slab,   (void **)&m->dact_slab,
                      (void **)&m->scratch,    (void **)&m->argmax_slab,
-                     (void **)&m->labels,     (void **)&m->losses};
+                     (void **)&m->labels,     (void **)&m->losses,
+                     (void **)&m->input_buf};
     size_t counts[] = {m->param_count, m->param_count, act_count * bm,
                        act_count * bm, scratch_count, argmax_count * bm,
-                       bm, bm};
+                       bm, bm, bm * (size_t)m->in_count};
     size_t sizes[] = {sizeof(float), sizeof(float),   sizeof(float),
                       sizeof(float), sizeof(float),   sizeof(int32_t),
-                      sizeof(int32_t), sizeof(double)};
-    for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++)
+                      sizeof(int32_t), sizeof(double), sizeof(float)};
+    /* The host's model reads its input where the caller has it. */
+    size_t nbufs = sizeof bufs / sizeof bufs[0] - (device == MODEL_DEVICE_CPU);
+    for (size_t b = 0; b < nbufs; b++)
         if ((status = device_alloc(m, counts[b], sizes[b], bufs[b])) !=
             MODEL_OK)
             goto err_free_model;
@@ -375,7 +383,7 @@ void model_free(model_t *m)
     if (m->backend) {
         void *bufs[] = {m->param_slab, m->grad_slab, m->act_slab,
                         m->dact_slab,  m->scratch,   m->argmax_slab,
-                        m->labels,     m->losses};
+                        m->labels,     m->losses,    m->input_buf};
         for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++)
             m->backend->release(bufs[b]);
     }
@@ -431,6 +439,34 @@ int model_forward(model_t *m, const float *x, int batch, int train)
         }
     }
     return MODEL_OK;
+}
+
+int model_forward_host(model_t *m, const float *x, int batch, int train)
+{
+    if (!m || !m->layers || !x || batch < 1 || batch > m->batch_max)
+        return MODEL_ERR_ARG;
+    if (!m->input_buf) return model_forward(m, x, batch, train);
+    int status = m->backend->upload(m->input_buf, x, (size_t)batch *
+                                                         m->in_count *
+                                                         sizeof *x);
+    return status == MODEL_OK ? model_forward(m, m->input_buf, batch, train)
+                              : status;
+}
+
+int model_upload(const model_t *m, void *dst, const void *host_src,
+                 size_t bytes)
+{
+    if (!m || !m->backend || (bytes && (!dst || !host_src)))
+        return MODEL_ERR_ARG;
+    return m->backend->upload(dst, host_src, bytes);
+}
+
+int model_download(const model_t *m, void *host_dst, const void *src,
+                   size_t bytes)
+{
+    if (!m || !m->backend || (bytes && (!host_dst || !src)))
+        return MODEL_ERR_ARG;
+    return m->backend->download(host_dst, src, bytes);
 }
 
 const float *model_logits(const model_t *m)
@@ -503,9 +539,15 @@ int model_backward(model_t *m, model_grad_hook_t hook, void *hook_ctx)
             layer_backward(m, l, in, NULL,
                            m->grad_slab + m->params[l->w_idx].offset,
                            m->grad_slab + m->params[l->b_idx].offset);
-            /* Final now: communication may start while backward goes on. */
+            /* Final now: communication may start while backward goes on.
+             * On a device, once the queued work is done: the hook hands
+             * the gradient to a reader on another stream (an event per
+             * parameter, instead of waiting, is to come). */
             if (hook) {
-                int rc = hook(hook_ctx, (size_t)l->b_idx);
+                int rc = m->device == MODEL_DEVICE_CPU ? MODEL_OK
+                                                       : m->backend->finish();
+                if (rc) return rc;
+                rc = hook(hook_ctx, (size_t)l->b_idx);
                 if (!rc) rc = hook(hook_ctx, (size_t)l->w_idx);
                 if (rc) return rc;
             }

@@ -110,6 +110,8 @@ typedef struct {
     uint64_t rng_state;          /* dropout's generator; checkpoint it */
     model_device_t device;       /* where it all lives */
     const struct model__backend *backend; /* the device's operations */
+    float *input_buf;            /* (batch_max, in_count) on a device:
+                                    model_forward_host's copy; else NULL */
     int32_t *labels;             /* (batch_max) model_loss's, on device */
     double *losses;              /* (batch_max) per sample, on device */
     double *host_losses;         /* (batch_max) host copies of both */
@@ -147,6 +149,9 @@ int model_init_device(model_t *m, model_device_t device, const char *kind,
 /* model_init_shape for 1x28x28 inputs (Fashion-MNIST). */
 int model_init(model_t *m, const char *kind, int batch_max, uint64_t seed);
 
+/* What m runs on, in words: "cpu", "cuda", "cuda (emulated)". */
+const char *model_backend_name(const model_t *m);
+
 /* Releases what model_init allocated; accepts NULL or a zeroed model and
  * leaves *m zeroed. */
 void model_free(model_t *m);
@@ -156,6 +161,18 @@ void model_free(model_t *m);
  * mlp/cnn so far). Returns MODEL_OK or MODEL_ERR_ARG (NULL, batch outside
  * 1..batch_max). */
 int model_forward(model_t *m, const float *x, int batch, int train);
+
+/* model_forward of x in host memory: on a device, copied into the
+ * model's own input buffer first. */
+int model_forward_host(model_t *m, const float *x, int batch, int train);
+
+/* bytes between host memory and the model's (its device's) memory, after
+ * the work queued there so far; on the CPU a plain copy. MODEL_OK or the
+ * device's error. */
+int model_upload(const model_t *m, void *dst, const void *host_src,
+                 size_t bytes);
+int model_download(const model_t *m, void *host_dst, const void *src,
+                   size_t bytes);
 
 /* The last forward's logits, (batch, num_classes), in the model's
  * memory. */
@@ -213,13 +230,19 @@ typedef struct {
     int nesterov;
     size_t count;    /* floats in params, grads and velocity */
     float *velocity; /* (count) momentum buffer, one allocation; NULL
-                        when momentum == 0. Broadcast/checkpoint it. */
+                        when momentum == 0. Broadcast/checkpoint it. In
+                        the memory of the model it was made for. */
+    const struct model__backend *backend; /* where the step runs */
 } model_sgd_t;
 
 /* Returns MODEL_OK, MODEL_ERR_ARG (negative lr/momentum/weight_decay,
- * nesterov without momentum) or MODEL_ERR_NOMEM. */
+ * nesterov without momentum) or MODEL_ERR_NOMEM. On the host. */
 int model_sgd_init(model_sgd_t *opt, size_t count, float lr, float momentum,
                    float weight_decay, int nesterov);
+/* model_sgd_init for all of m's parameters, on m's device (the step runs
+ * there, on its slabs). */
+int model_sgd_init_model(model_sgd_t *opt, const model_t *m, float lr,
+                         float momentum, float weight_decay, int nesterov);
 void model_sgd_free(model_sgd_t *opt);
 
 /* One step of params (count) from grads (count), with opt->lr. */
@@ -228,7 +251,8 @@ int model_sgd_step(model_sgd_t *opt, float *params, const float *grads);
  * grad_to_param holds their gradients and receives their new values;
  * params (the whole slab, count) is only read, and the velocity of those
  * elements is updated. Bitwise what model_sgd_step makes of them.
- * MODEL_ERR_ARG when the range is not within count. */
+ * MODEL_ERR_ARG when the range is not within count; MODEL_ERR_STATE for
+ * an optimizer on a device (a sharded step runs on the host). */
 int model_sgd_step_range(model_sgd_t *opt, const float *params, size_t first,
                          float *grad_to_param, size_t n);
 

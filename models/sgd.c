@@ -1,15 +1,18 @@
 /* models/sgd.c: SGD with momentum, Nesterov and weight decay over one flat
  * range of floats (the whole parameter slab), and the warm-up schedule.
  * The momentum buffer is one allocation so it can be broadcast and
- * checkpointed as a single range.
+ * checkpointed as a single range; it lives, and the step runs, where the
+ * model's slabs do (its backend, models/backend.h).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "models/backend.h"
 #include "models/model.h"
 
-int model_sgd_init(model_sgd_t *opt, size_t count, float lr, float momentum,
-                   float weight_decay, int nesterov)
+static int sgd_init(model_sgd_t *opt, const model__backend_t *backend,
+                    size_t count, float lr, float momentum,
+                    float weight_decay, int nesterov)
 {
     if (!opt) return MODEL_ERR_ARG;
     memset(opt, 0, sizeof(*opt));
@@ -17,21 +20,41 @@ int model_sgd_init(model_sgd_t *opt, size_t count, float lr, float momentum,
         (nesterov && momentum == 0))
         return MODEL_ERR_ARG;
     if (momentum > 0 && count > 0) {
-        opt->velocity = calloc(count, sizeof(float));
-        if (!opt->velocity) return MODEL_ERR_NOMEM;
+        int status = backend->alloc(count * sizeof(float),
+                                    (void **)&opt->velocity);
+        if (status != MODEL_OK) return status;
     }
     opt->lr = lr;
     opt->momentum = momentum;
     opt->weight_decay = weight_decay;
     opt->nesterov = nesterov;
     opt->count = count;
+    opt->backend = backend;
     return MODEL_OK;
+}
+
+int model_sgd_init(model_sgd_t *opt, size_t count, float lr, float momentum,
+                   float weight_decay, int nesterov)
+{
+    return sgd_init(opt, model__backend_cpu(), count, lr, momentum,
+                    weight_decay, nesterov);
+}
+
+int model_sgd_init_model(model_sgd_t *opt, const model_t *m, float lr,
+                         float momentum, float weight_decay, int nesterov)
+{
+    if (!m || !m->backend) {
+        if (opt) memset(opt, 0, sizeof(*opt));
+        return MODEL_ERR_ARG;
+    }
+    return sgd_init(opt, m->backend, m->param_count, lr, momentum,
+                    weight_decay, nesterov);
 }
 
 void model_sgd_free(model_sgd_t *opt)
 {
     if (!opt) return;
-    free(opt->velocity);
+    if (opt->backend) opt->backend->release(opt->velocity);
     memset(opt, 0, sizeof(*opt));
 }
 
@@ -41,16 +64,10 @@ void model_sgd_free(model_sgd_t *opt)
 static void model__sgd_range(model_sgd_t *opt, size_t first, const float *p,
                              const float *g, float *out, size_t n)
 {
-    const float lr = opt->lr, mu = opt->momentum, wd = opt->weight_decay;
-    float *v = opt->velocity ? opt->velocity + first : NULL;
-    for (size_t i = 0; i < n; i++) {
-        float d = g[i] + wd * p[i];
-        if (mu > 0) {
-            v[i] = mu * v[i] + d;
-            d = opt->nesterov ? d + mu * v[i] : v[i];
-        }
-        out[i] = p[i] - lr * d;
-    }
+    opt->backend->sgd_step(p, g, out, opt->velocity ? opt->velocity + first
+                                                    : NULL,
+                           n, opt->lr, opt->momentum, opt->weight_decay,
+                           opt->nesterov);
 }
 
 int model_sgd_step(model_sgd_t *opt, float *params, const float *grads)
@@ -68,7 +85,9 @@ int model_sgd_step_range(model_sgd_t *opt, const float *params, size_t first,
     if (!opt || (n && (!params || !grad_to_param)) || first > opt->count ||
         n > opt->count - first)
         return MODEL_ERR_ARG;
-    if (opt->momentum > 0 && n && !opt->velocity) return MODEL_ERR_STATE;
+    if ((opt->momentum > 0 && n && !opt->velocity) ||
+        opt->backend != model__backend_cpu())
+        return MODEL_ERR_STATE;
     model__sgd_range(opt, first, params + first, grad_to_param, grad_to_param,
                      n);
     return MODEL_OK;

@@ -248,7 +248,7 @@ u64="expected an unsigned 64-bit integer"
 expect_refused "$tf '-1' for --seed: $u64" examples/train_fmnist --seed -1
 expect_refused "$tf '0x10' for --seed: $u64" examples/train_fmnist --seed 0x10
 expect_refused "$tf 'x' for --seed: $u64" examples/train_fmnist --seed=x
-expect_refused "$tf 'tpu' for --device: expected cpu or cuda" \
+expect_refused "$tf 'tpu' for --device: expected cpu, cuda or auto" \
     examples/train_fmnist --device tpu
 expect_refused "$tc 'x' for --progress: expected auto, bar or lines" \
     examples/train_cifar10 --progress x

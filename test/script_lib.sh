@@ -24,13 +24,15 @@ script_have_fmnist() {
         test -r "$data/train-images-idx3-ubyte"
 }
 
-# script_tiny_fmnist DIR [COUNT [SIDE]]: a tiny data set in Fashion-MNIST's
-# IDX format (unzipped) in the new folder DIR: in each split, COUNT (4)
-# blank images of SIDE x SIDE (28) pixels, labels 0, 1, 2, ... (mod 10);
-# enough for train_fmnist to run, not to learn. COUNT and SIDE under 256.
-# Exits 99 when it cannot write them.
+# script_tiny_fmnist DIR [COUNT [SIDE [PIXELS]]]: a tiny data set in
+# Fashion-MNIST's IDX format (unzipped) in the new folder DIR: in each
+# split, COUNT (4) images of SIDE x SIDE (28) pixels read from the file
+# PIXELS (/dev/zero: blank; /dev/urandom: noise, which a wrong copy of an
+# image shows in the loss), labels 0, 1, 2, ... (mod 10); enough for
+# train_fmnist to run, not to learn. COUNT and SIDE under 256. Exits 99
+# when it cannot write them.
 script_tiny_fmnist() {
-    count=${2:-4} side=${3:-28}
+    count=${2:-4} side=${3:-28} pixels=${4:-/dev/zero}
     n=$(printf '\\%03o' "$count") s=$(printf '\\%03o' "$side")
     mkdir "$1" || exit 99
     for split in train t10k; do
@@ -39,7 +41,7 @@ script_tiny_fmnist() {
             printf "\\000\\000\\010\\003\\000\\000\\000$n\\000\\000\\000$s"
             # shellcheck disable=SC2059
             printf "\\000\\000\\000$s"
-            head -c $((count * side * side)) /dev/zero
+            head -c $((count * side * side)) "$pixels"
         } > "$1/$split-images-idx3-ubyte" || exit 99
         {
             # shellcheck disable=SC2059

@@ -1,0 +1,92 @@
+#!/bin/sh
+# test/train_device.sh: --device as a user meets it, on a small data set
+# of noise images this script writes. With no GPU visible (no emulation,
+# CUDA_VISIBLE_DEVICES empty, so on a GPU node too) --device cuda exits 2
+# naming why before any work, and --device auto trains on the CPU, saying
+# so. On the emulated device (HVD_DEVICE_EMULATE=1: the model's memory is
+# the device's own, reached only by copies, models/backend_emu.c) --device
+# cuda trains bitwise the numbers the CPU trains, at 1 and 2 ranks, mlp
+# and cnn; a checkpoint it writes resumes on the CPU and the CPU's on it,
+# both ending equal to a run that was not interrupted; and --shard-optimizer
+# on is refused there. What the GPU itself computes is test_models_cuda's
+# (scripts/gpu-check).
+# Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
+# shellcheck source=test/script_lib.sh
+. "${srcdir:-.}/test/script_lib.sh"
+script_setup train_device
+OMPI_MCA_odls_base_sigkill_timeout=0 # runs that exit 2 on purpose
+export OMPI_MCA_odls_base_sigkill_timeout
+tf=examples/train_fmnist
+script_tiny_fmnist "$dir/idx" 48 28 /dev/urandom
+common="--data $dir/idx --batch-size 8 --progress lines"
+
+# ---- no GPU ----
+HVD_DEVICE_EMULATE=0 CUDA_VISIBLE_DEVICES=
+export HVD_DEVICE_EMULATE CUDA_VISIBLE_DEVICES
+script_expect "cuda without a GPU" 2 "^train_fmnist: --device cuda: ." 2 \
+    $tf $common --epochs 1 --device cuda
+if grep -q "^step" "$dir/out"; then
+    echo "FAIL: cuda without a GPU: it trained" >&2
+    rc=1
+fi
+script_launch "auto without a GPU" 1 $tf $common --epochs 1 \
+    --device auto > "$dir/out"
+grep -q "on cpu (--device auto)$" "$dir/out" || {
+    cat "$dir/out" >&2
+    echo "FAIL: auto without a GPU: no \"on cpu (--device auto)\"" >&2
+    rc=1
+}
+
+# ---- the emulated device ----
+HVD_DEVICE_EMULATE=1
+unset CUDA_VISIBLE_DEVICES
+# trained NAME NP ARGS...: the run's output without the launch line,
+# its opening line (which names the device) and its timings, into
+# $dir/NAME.
+trained() {
+    name=$1 np=$2
+    shift 2
+    script_launch "$name" "$np" $tf $common "$@" > "$dir/$name.raw"
+    sed -e '/^train_fmnist: /d; / -np [0-9]/d; s/ *[0-9.]* images\/s.*//' \
+        -e 's/time [0-9.]* s//; s/in [0-9.]* s of training//' \
+        "$dir/$name.raw" > "$dir/$name"
+}
+for np in 1 2; do
+    for model in mlp cnn; do
+        run="--model $model --epochs 2"
+        trained cpu $np $run --device cpu --shard-optimizer off
+        trained gpu $np $run --device cuda
+        grep -q "on cuda (emulated)$" "$dir/gpu.raw" || {
+            echo "FAIL: $model at $np: no \"on cuda (emulated)\"" >&2
+            rc=1
+        }
+        grep -q "^done: " "$dir/gpu" && cmp -s "$dir/cpu" "$dir/gpu" || {
+            diff "$dir/cpu" "$dir/gpu" >&2
+            echo "FAIL: $model at $np: --device cuda trained otherwise" >&2
+            rc=1
+        }
+    done
+done
+
+# A checkpoint of either device resumes on the other: 1 epoch there, 1
+# here, equal to 2 epochs on the CPU.
+cpu="--device cpu --shard-optimizer off" run="--model cnn"
+trained whole 2 $run $cpu --epochs 2 --checkpoint "$dir/whole.ckpt"
+for first in cuda cpu; do
+    if test $first = cuda; then one="--device cuda" two="$cpu"
+    else one="$cpu" two="--device cuda"; fi
+    trained "half_$first" 2 $run $one --epochs 1 \
+        --checkpoint "$dir/$first.ckpt"
+    trained "rest_$first" 2 $run $two --epochs 2 \
+        --checkpoint "$dir/$first.ckpt" --resume
+    cmp "$dir/whole.ckpt" "$dir/$first.ckpt" || {
+        echo "FAIL: 1 epoch on $first + 1 resumed elsewhere differs from" \
+            "2 on the CPU" >&2
+        rc=1
+    }
+done
+
+script_expect "sharded step on the GPU" 2 \
+    "^train_fmnist: --shard-optimizer on: the sharded step runs on the host" \
+    2 $tf $common --epochs 1 --device cuda --shard-optimizer on
+script_finish train_device
