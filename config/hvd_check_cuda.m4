@@ -6,8 +6,10 @@
 # --with-cuda-arch   compute capabilities to build for, "75 80 86 89 90";
 #                    ones this nvcc does not know are dropped with a warning.
 # Substitutes NVCC, NVCC_GENCODE, CUDA_CPPFLAGS, CUDA_LDFLAGS, CUDA_LIBS
-# (cudart, and libstdc++ for nvcc's host code), CUBLAS_LIBS; defines
-# HVD_HAVE_CUDA to 0 or 1 and the automake conditional HAVE_CUDA.
+# (cuBLAS for models/backend_cuda.c, cudart, and libstdc++ for nvcc's host
+# code); defines HVD_HAVE_CUDA to 0 or 1 and the automake conditional
+# HAVE_CUDA. Without cuBLAS, CUDA is unusable (the warning or error names
+# what was missing): libhvd.a's models need it in every CUDA build.
 
 AC_DEFUN([HVD_CHECK_CUDA], [
     AC_ARG_WITH([cuda],
@@ -25,8 +27,8 @@ AC_DEFUN([HVD_CHECK_CUDA], [
     CUDA_CPPFLAGS=""
     CUDA_LDFLAGS=""
     CUDA_LIBS=""
-    CUBLAS_LIBS=""
     NVCC_GENCODE=""
+    cuda_missing=""
     AS_IF([test "x$with_cuda" != xno], [
         AS_CASE(["$with_cuda"],
                 [yes|guess], [cuda_dir="${CUDA_HOME:-/usr/local/cuda}"],
@@ -43,18 +45,26 @@ AC_DEFUN([HVD_CHECK_CUDA], [
         CPPFLAGS="$CPPFLAGS $CUDA_CPPFLAGS"
         LDFLAGS="$LDFLAGS $CUDA_LDFLAGS"
         cuda_happy=yes
-        AS_IF([test -d "$cuda_dir"], [], [cuda_happy=no])
+        AS_IF([test -d "$cuda_dir"], [],
+              [cuda_happy=no cuda_missing="the directory"])
         AS_IF([test "x$cuda_happy" = xyes],
-              [AC_CHECK_HEADER([cuda_runtime.h], [], [cuda_happy=no])])
+              [AC_CHECK_HEADER([cuda_runtime.h], [],
+                               [cuda_happy=no cuda_missing="cuda_runtime.h"])])
         AS_IF([test "x$cuda_happy" = xyes],
               [AC_CHECK_LIB([cudart], [cudaGetDeviceCount],
-                            [CUDA_LIBS="-lcudart -lstdc++"], [cuda_happy=no])])
+                            [CUDA_LIBS="-lcudart -lstdc++"],
+                            [cuda_happy=no cuda_missing="libcudart"])])
+        AS_IF([test "x$cuda_happy" = xyes],
+              [AC_CHECK_HEADER([cublas_v2.h], [],
+                               [cuda_happy=no cuda_missing="cublas_v2.h"])])
         AS_IF([test "x$cuda_happy" = xyes],
               [AC_CHECK_LIB([cublas], [cublasCreate_v2],
-                            [CUBLAS_LIBS="-lcublas"], [cuda_happy=no])])
+                            [CUDA_LIBS="-lcublas $CUDA_LIBS"],
+                            [cuda_happy=no cuda_missing="libcublas"])])
         AS_IF([test "x$cuda_happy" = xyes],
               [AC_PATH_PROG([NVCC], [nvcc], [no], [$cuda_dir/bin:$PATH])
-               AS_IF([test "x$NVCC" = xno], [cuda_happy=no])])
+               AS_IF([test "x$NVCC" = xno],
+                     [cuda_happy=no cuda_missing="nvcc"])])
         CPPFLAGS="$save_CPPFLAGS"
         LDFLAGS="$save_LDFLAGS"
         LIBS="$save_LIBS"
@@ -74,7 +84,7 @@ AC_DEFUN([HVD_CHECK_CUDA], [
             done
             AS_IF([test -n "$cuda_archs"],
                   [NVCC_GENCODE="$NVCC_GENCODE -gencode=arch=compute_$ptx_arch,code=compute_$ptx_arch"],
-                  [cuda_happy=no])
+                  [cuda_happy=no cuda_missing="an arch from --with-cuda-arch"])
             AC_MSG_RESULT([${NVCC_GENCODE:-none}])
         ])
 
@@ -82,11 +92,11 @@ AC_DEFUN([HVD_CHECK_CUDA], [
             CUDA_CPPFLAGS=""
             CUDA_LDFLAGS=""
             CUDA_LIBS=""
-            CUBLAS_LIBS=""
             AS_IF([test "x$with_cuda" = xguess],
-                  [AC_MSG_WARN([CUDA not found in $cuda_dir: building without it])],
-                  [AC_MSG_ERROR([CUDA was requested but was not usable in $cuda_dir
-(cuda_runtime.h, libcudart, libcublas, nvcc, an arch from --with-cuda-arch).
+                  [AC_MSG_WARN([CUDA not usable in $cuda_dir (no $cuda_missing): building without it])],
+                  [AC_MSG_ERROR([CUDA was requested but was not usable in $cuda_dir:
+no $cuda_missing (needed: cuda_runtime.h, libcudart, cublas_v2.h, libcublas,
+nvcc, an arch from --with-cuda-arch).
 Give --with-cuda=DIR for another toolkit or --without-cuda.])])
         ])
     ])
@@ -98,6 +108,5 @@ Give --with-cuda=DIR for another toolkit or --without-cuda.])])
     AC_SUBST([CUDA_CPPFLAGS])
     AC_SUBST([CUDA_LDFLAGS])
     AC_SUBST([CUDA_LIBS])
-    AC_SUBST([CUBLAS_LIBS])
     AC_SUBST([NVCC_GENCODE])
 ])

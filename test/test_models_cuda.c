@@ -1,0 +1,418 @@
+/* test/test_models_cuda.c: the GPU's backend table (models/backend_cuda.c,
+ * models/kernels_cuda.cu) against the host's (models/backend_cpu.c), entry
+ * by entry on the same random inputs, then the mlp and the cnn as whole
+ * models on each device from one seed.
+ *
+ * Exact (bit for bit): fill, relu, max-pool (values, argmax, and the
+ * backward, which the GPU gathers in the host's order), dropout (masks and
+ * products), col2im's share aside, and the initial parameters of a model.
+ * Within a relative tolerance, |gpu - cpu| / (1 + |cpu|) <= 1e-4: what
+ * goes through a GEMM or a sum (linear, conv2d, bias gradients) and the
+ * softmax (the device's exp and log), and a whole model's loss, logits and
+ * gradients: cuBLAS and the host's BLAS add in other orders. Shapes take
+ * in odd sizes, batch 1 and more, stride 2, padding, overlapping pooling
+ * windows, accumulate 0 and 1, and each optional gradient left out.
+ *
+ * Exits 77 (skip) when no GPU can be used (a build without CUDA, no
+ * device visible). --host compares the host table with itself, so that
+ * the harness itself runs where no GPU is (everything then passes
+ * exactly).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "models/backend.h"
+#include "models/model.h"
+#include "test/test.h"
+
+enum { TOL_EXACT = 0 };
+#define TOL_GEMM 1e-4
+
+static const model__backend_t *cpu, *dev;
+static model_device_t dev_kind = MODEL_DEVICE_CUDA;
+static uint64_t rng = 12345;
+static char case_name[160]; /* the case being run, for failures */
+
+/* A failure the rest cannot go on from: the harness's error. */
+#define MUST(call)                                                             \
+    do {                                                                       \
+        int must_rc_ = (call);                                                 \
+        if (must_rc_ != MODEL_OK) {                                            \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,      \
+                    model_strerror(must_rc_));                                 \
+            exit(TEST_HARD_ERROR);                                             \
+        }                                                                      \
+    } while (0)
+
+/* ---- a buffer on both sides: host memory for the host table, the
+ * device's copy for the table under test ---- */
+
+typedef struct {
+    float *host, *dev;
+    size_t count; /* 4-byte elements (floats, or int32 for argmax) */
+} pair_t;
+
+static void *must_malloc(size_t bytes)
+{
+    void *p = calloc(bytes ? bytes : 1, 1);
+    if (!p) {
+        fprintf(stderr, "out of host memory (%zu bytes)\n", bytes);
+        exit(TEST_HARD_ERROR);
+    }
+    return p;
+}
+
+/* Zeros on both sides (alloc's memory is zeroed). */
+static pair_t pair_zero(size_t count)
+{
+    pair_t p = {.host = must_malloc(count * 4), .count = count};
+    MUST(dev->alloc(count * 4, (void **)&p.dev));
+    return p;
+}
+
+/* Values: small integers in [-ints, ints] when ints > 0 (ties and zeros
+ * for relu and max-pool), else uniform in [-1, 1). */
+static pair_t pair_new(size_t count, int ints)
+{
+    pair_t p = pair_zero(count);
+    for (size_t i = 0; i < count; i++) {
+        float u = model__rng_uniform(&rng);
+        p.host[i] =
+            ints > 0 ? floorf(u * (2 * ints + 1)) - ints : 2.0f * u - 1.0f;
+    }
+    MUST(dev->upload(p.dev, p.host, count * 4));
+    return p;
+}
+
+static void pair_free(pair_t *p)
+{
+    free(p->host);
+    dev->release(p->dev);
+    *p = (pair_t){0};
+}
+
+/* The first element out of tolerance (tol 0: not the same bits), printed
+ * with the case; floats and int32 both shown, as argmax is compared here
+ * too. */
+static void compare(const char *what, const float *got, const float *want,
+                    size_t count, double tol)
+{
+    for (size_t i = 0; i < count; i++) {
+        double a = got[i], b = want[i];
+        int ok = tol == TOL_EXACT ? !memcmp(&got[i], &want[i], 4)
+                                  : fabs(a - b) / (1 + fabs(b)) <= tol;
+        if (ok) continue;
+        int32_t ia, ib;
+        memcpy(&ia, &got[i], 4);
+        memcpy(&ib, &want[i], 4);
+        TEST_FAIL("%s: %s[%zu] = %.9g (int %d), host %.9g (int %d), tol %g",
+                  case_name, what, i, a, ia, b, ib, tol);
+        return;
+    }
+}
+
+/* The device's copy, downloaded after everything queued, against the
+ * host's. */
+static void pair_check(const char *what, const pair_t *p, double tol)
+{
+    float *got = must_malloc(p->count * 4);
+    MUST(dev->finish());
+    MUST(dev->download(got, p->dev, p->count * 4));
+    compare(what, got, p->host, p->count, tol);
+    free(got);
+}
+
+/* ---- the entries ---- */
+
+static void test_fill(size_t count)
+{
+    snprintf(case_name, sizeof case_name, "fill count=%zu", count);
+    pair_t x = pair_new(count, 0);
+    cpu->fill(x.host, -1.5f, count);
+    dev->fill(x.dev, -1.5f, count);
+    pair_check("x", &x, TOL_EXACT);
+    pair_free(&x);
+}
+
+/* mode 0: every gradient; 1: dw and db left out (NULL); 2: dx left out. */
+static void test_linear(int batch, int in, int out, int accumulate, int mode)
+{
+    snprintf(case_name, sizeof case_name,
+             "linear batch=%d in=%d out=%d accumulate=%d mode=%d", batch, in,
+             out, accumulate, mode);
+    pair_t x = pair_new((size_t)batch * in, 0),
+           w = pair_new((size_t)out * in, 0);
+    pair_t b = pair_new(out, 0), y = pair_zero((size_t)batch * out);
+    pair_t dy = pair_new((size_t)batch * out, 0);
+    pair_t dx = pair_new((size_t)batch * in, 0);
+    pair_t dw = pair_new((size_t)out * in, 0), db = pair_new(out, 0);
+    cpu->linear_forward(x.host, w.host, b.host, y.host, batch, in, out);
+    dev->linear_forward(x.dev, w.dev, b.dev, y.dev, batch, in, out);
+    pair_check("y", &y, TOL_GEMM);
+    cpu->linear_backward(x.host, w.host, dy.host, mode == 2 ? NULL : dx.host,
+                         mode == 1 ? NULL : dw.host, db.host, batch, in, out,
+                         accumulate);
+    dev->linear_backward(x.dev, w.dev, dy.dev, mode == 2 ? NULL : dx.dev,
+                         mode == 1 ? NULL : dw.dev, db.dev, batch, in, out,
+                         accumulate);
+    /* What was left out must be left alone: equal to its start. */
+    pair_check("dx", &dx, TOL_GEMM);
+    pair_check("dw", &dw, TOL_GEMM);
+    pair_check("db", &db, TOL_GEMM);
+    pair_t *all[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+}
+
+static model__conv_shape_t conv_shape(int in_c, int in_h, int in_w, int out_c,
+                                      int k, int stride, int pad)
+{
+    return (model__conv_shape_t){.in_c = in_c,
+                                 .in_h = in_h,
+                                 .in_w = in_w,
+                                 .out_c = out_c,
+                                 .k = k,
+                                 .stride = stride,
+                                 .pad = pad,
+                                 .out_h = (in_h + 2 * pad - k) / stride + 1,
+                                 .out_w = (in_w + 2 * pad - k) / stride + 1};
+}
+
+static void test_conv2d(model__conv_shape_t s, int batch, int accumulate,
+                        int mode)
+{
+    snprintf(case_name, sizeof case_name,
+             "conv2d batch=%d in=%dx%dx%d out_c=%d k=%d stride=%d pad=%d "
+             "accumulate=%d mode=%d",
+             batch, s.in_c, s.in_h, s.in_w, s.out_c, s.k, s.stride, s.pad,
+             accumulate, mode);
+    size_t in_count = (size_t)batch * s.in_c * s.in_h * s.in_w;
+    size_t out_count = (size_t)batch * s.out_c * s.out_h * s.out_w;
+    size_t w_count = (size_t)s.out_c * s.in_c * s.k * s.k;
+    pair_t x = pair_new(in_count, 0), w = pair_new(w_count, 0);
+    pair_t b = pair_new(s.out_c, 0), y = pair_zero(out_count);
+    pair_t dy = pair_new(out_count, 0), dx = pair_new(in_count, 0);
+    pair_t dw = pair_new(w_count, 0), db = pair_new(s.out_c, 0);
+    pair_t scratch_c = pair_zero(cpu->conv2d_scratch_count(&s, batch));
+    pair_t scratch_d = pair_zero(dev->conv2d_scratch_count(&s, batch));
+    cpu->conv2d_forward(&s, x.host, w.host, b.host, y.host, batch,
+                        scratch_c.host);
+    dev->conv2d_forward(&s, x.dev, w.dev, b.dev, y.dev, batch, scratch_d.dev);
+    pair_check("y", &y, TOL_GEMM);
+    cpu->conv2d_backward(&s, x.host, w.host, dy.host,
+                         mode == 2 ? NULL : dx.host, mode == 1 ? NULL : dw.host,
+                         db.host, batch, scratch_c.host, accumulate);
+    dev->conv2d_backward(&s, x.dev, w.dev, dy.dev, mode == 2 ? NULL : dx.dev,
+                         mode == 1 ? NULL : dw.dev, db.dev, batch,
+                         scratch_d.dev, accumulate);
+    pair_check("dx", &dx, TOL_GEMM);
+    pair_check("dw", &dw, TOL_GEMM);
+    pair_check("db", &db, TOL_GEMM);
+    pair_t *all[] = {&x,  &w,  &b,  &y,         &dy,
+                     &dx, &dw, &db, &scratch_c, &scratch_d};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+}
+
+static void test_relu(size_t count)
+{
+    snprintf(case_name, sizeof case_name, "relu count=%zu", count);
+    pair_t x = pair_new(count, 2), y = pair_zero(count);
+    pair_t dy = pair_new(count, 0), dx = pair_zero(count);
+    cpu->relu_forward(x.host, y.host, count);
+    dev->relu_forward(x.dev, y.dev, count);
+    pair_check("y", &y, TOL_EXACT);
+    cpu->relu_backward(y.host, dy.host, dx.host, count);
+    dev->relu_backward(y.dev, dy.dev, dx.dev, count);
+    pair_check("dx", &dx, TOL_EXACT);
+    pair_t *all[] = {&x, &y, &dy, &dx};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+}
+
+static void test_maxpool(int c, int h, int w, int k, int stride, int batch)
+{
+    snprintf(case_name, sizeof case_name,
+             "maxpool batch=%d in=%dx%dx%d k=%d stride=%d", batch, c, h, w, k,
+             stride);
+    model__conv_shape_t s = conv_shape(c, h, w, c, k, stride, 0);
+    size_t in_count = (size_t)batch * c * h * w;
+    size_t out_count = (size_t)batch * c * s.out_h * s.out_w;
+    pair_t x = pair_new(in_count, 2), y = pair_zero(out_count);
+    pair_t argmax = pair_zero(out_count), dy = pair_new(out_count, 0);
+    pair_t dx = pair_new(in_count, 0); /* backward must clear it */
+    cpu->maxpool_forward(&s, x.host, y.host, (int32_t *)argmax.host, batch);
+    dev->maxpool_forward(&s, x.dev, y.dev, (int32_t *)argmax.dev, batch);
+    pair_check("y", &y, TOL_EXACT);
+    pair_check("argmax", &argmax, TOL_EXACT);
+    cpu->maxpool_backward(&s, dy.host, (const int32_t *)argmax.host, dx.host,
+                          batch);
+    dev->maxpool_backward(&s, dy.dev, (const int32_t *)argmax.dev, dx.dev,
+                          batch);
+    pair_check("dx", &dx, TOL_EXACT);
+    pair_t *all[] = {&x, &y, &argmax, &dy, &dx};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+}
+
+static void test_dropout(size_t count, float p, int train)
+{
+    snprintf(case_name, sizeof case_name, "dropout count=%zu p=%g train=%d",
+             count, p, train);
+    uint64_t state = 0x1234567890abcdefull + count;
+    pair_t x = pair_new(count, 0), y = pair_zero(count);
+    pair_t mask = pair_zero(count), dy = pair_new(count, 0);
+    pair_t dx = pair_zero(count);
+    cpu->dropout_forward(x.host, y.host, mask.host, count, p, train, state);
+    dev->dropout_forward(x.dev, y.dev, mask.dev, count, p, train, state);
+    pair_check("mask", &mask, TOL_EXACT);
+    pair_check("y", &y, TOL_EXACT);
+    cpu->dropout_backward(dy.host, mask.host, dx.host, count);
+    dev->dropout_backward(dy.dev, mask.dev, dx.dev, count);
+    pair_check("dx", &dx, TOL_EXACT);
+    pair_t *all[] = {&x, &y, &mask, &dy, &dx};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+}
+
+static void test_softmax_xent(int batch, int classes)
+{
+    snprintf(case_name, sizeof case_name, "softmax_xent batch=%d classes=%d",
+             batch, classes);
+    size_t count = (size_t)batch * classes;
+    pair_t z = pair_new(count, 0), dz = pair_zero(count);
+    pair_t labels = pair_zero(batch), losses = pair_zero(2 * (size_t)batch);
+    for (size_t i = 0; i < count; i++)
+        z.host[i] *= 8.0f; /* peaked rows */
+    for (int n = 0; n < batch; n++)
+        ((int32_t *)labels.host)[n] =
+            (int32_t)(model__rng_uniform(&rng) * classes);
+    MUST(dev->upload(z.dev, z.host, count * 4));
+    MUST(dev->upload(labels.dev, labels.host, (size_t)batch * 4));
+    /* losses are doubles: two 4-byte elements each */
+    cpu->softmax_xent(z.host, (const int32_t *)labels.host, dz.host,
+                      (double *)(void *)losses.host, batch, classes);
+    dev->softmax_xent(z.dev, (const int32_t *)labels.dev, dz.dev,
+                      (double *)(void *)losses.dev, batch, classes);
+    pair_check("dlogits", &dz, TOL_GEMM);
+    double *want = (double *)(void *)losses.host;
+    double *got = must_malloc((size_t)batch * sizeof *got);
+    MUST(dev->download(got, losses.dev, (size_t)batch * sizeof *got));
+    for (int n = 0; n < batch; n++)
+        if (!(fabs(got[n] - want[n]) / (1 + fabs(want[n])) <= TOL_GEMM))
+            TEST_FAIL("%s: losses[%d] = %.12g, host %.12g", case_name, n,
+                      got[n], want[n]);
+    free(got);
+    pair_t *all[] = {&z, &dz, &labels, &losses};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+}
+
+/* ---- whole models ---- */
+
+/* Slab (param_count floats) of model m, in host memory. */
+static float *slab_to_host(const model_t *m, const float *slab)
+{
+    float *host = must_malloc(m->param_count * sizeof *host);
+    MUST(m->backend->download(host, slab, m->param_count * sizeof *host));
+    return host;
+}
+
+static void test_model(const char *kind, int c, int h, int w, int batch)
+{
+    snprintf(case_name, sizeof case_name, "model %s %dx%dx%d batch=%d", kind, c,
+             h, w, batch);
+    model_t mc, md;
+    MUST(model_init_device(&mc, MODEL_DEVICE_CPU, kind, c, h, w, batch, 7));
+    MUST(model_init_device(&md, dev_kind, kind, c, h, w, batch, 7));
+    TEST_EQ(md.param_count, mc.param_count);
+    float *p = slab_to_host(&md, md.param_slab);
+    compare("params", p, mc.param_slab, mc.param_count, TOL_EXACT);
+    free(p);
+
+    pair_t x = pair_new((size_t)batch * c * h * w, 0);
+    int *labels = must_malloc((size_t)batch * sizeof *labels);
+    for (int n = 0; n < batch; n++)
+        labels[n] = (n * 7 + 3) % mc.num_classes;
+    float loss_c, loss_d;
+    MUST(model_forward(&mc, x.host, batch, 1));
+    MUST(model_forward(&md, x.dev, batch, 1));
+    MUST(model_loss(&mc, labels, batch, &loss_c));
+    MUST(model_loss(&md, labels, batch, &loss_d));
+    compare("loss", &loss_d, &loss_c, 1, TOL_GEMM);
+    size_t nlogits = (size_t)batch * mc.num_classes;
+    float *z = must_malloc(nlogits * sizeof *z);
+    MUST(md.backend->download(z, model_logits(&md), nlogits * sizeof *z));
+    compare("logits", z, model_logits(&mc), nlogits, TOL_GEMM);
+    free(z);
+    MUST(model_backward(&mc, NULL, NULL));
+    MUST(model_backward(&md, NULL, NULL));
+    MUST(md.backend->finish());
+    float *g = slab_to_host(&md, md.grad_slab);
+    compare("grads", g, mc.grad_slab, mc.param_count, TOL_GEMM);
+    free(g);
+    free(labels);
+    pair_free(&x);
+    model_free(&mc);
+    model_free(&md);
+}
+
+int main(int argc, char **argv)
+{
+    const char *why = NULL;
+    cpu = model__backend_cpu();
+    if (argc > 1 && !strcmp(argv[1], "--host")) {
+        dev = cpu;
+        dev_kind = MODEL_DEVICE_CPU;
+    } else if (!(dev = model__backend_cuda(&why))) {
+        TEST_SKIP(why);
+    }
+    model_setup_cpu();
+
+    test_fill(1);
+    test_fill(100003);
+    const int lin[][3] = {{1, 1, 1}, {3, 7, 5}, {17, 33, 10}, {64, 784, 256}};
+    for (size_t i = 0; i < sizeof lin / sizeof lin[0]; i++)
+        for (int acc = 0; acc < 2; acc++)
+            for (int mode = 0; mode < 3; mode++)
+                test_linear(lin[i][0], lin[i][1], lin[i][2], acc, mode);
+
+    const model__conv_shape_t convs[] = {
+        conv_shape(1, 28, 28, 32, 5, 1, 2), conv_shape(3, 7, 9, 4, 3, 2, 1),
+        conv_shape(2, 5, 5, 3, 3, 1, 0),    conv_shape(3, 8, 6, 5, 2, 2, 0),
+        conv_shape(1, 1, 1, 2, 1, 1, 0),    conv_shape(2, 6, 7, 3, 4, 3, 2),
+    };
+    const int batches[] = {1, 3};
+    for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++)
+        for (int bi = 0; bi < 2; bi++)
+            for (int acc = 0; acc < 2; acc++)
+                for (int mode = 0; mode < 3; mode++)
+                    test_conv2d(convs[i], batches[bi], acc, mode);
+
+    test_relu(1);
+    test_relu(100003);
+    const int pools[][5] = {{32, 28, 28, 2, 2}, {3, 7, 9, 3, 2},
+                            {2, 5, 5, 2, 1},    {1, 4, 4, 4, 4},
+                            {2, 9, 8, 3, 3},    {3, 11, 13, 2, 2}};
+    for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++)
+        for (int bi = 0; bi < 2; bi++)
+            test_maxpool(pools[i][0], pools[i][1], pools[i][2], pools[i][3],
+                         pools[i][4], batches[bi]);
+    const float ps[] = {0.0f, 0.3f, 0.5f};
+    for (int pi = 0; pi < 3; pi++)
+        for (int train = 0; train < 2; train++) {
+            test_dropout(1, ps[pi], train);
+            test_dropout(100003, ps[pi], train);
+        }
+    test_softmax_xent(1, 10);
+    test_softmax_xent(64, 10);
+    test_softmax_xent(7, 3);
+    test_softmax_xent(5, 1);
+
+    test_model("mlp", 1, 28, 28, 8);
+    test_model("mlp", 3, 5, 7, 1);
+    test_model("cnn", 1, 28, 28, 8);
+    test_model("cnn", 3, 32, 32, 3);
+    return test_exit_code();
+}
