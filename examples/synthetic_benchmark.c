@@ -10,6 +10,10 @@
  *   mpirun -np N examples/synthetic_benchmark [--model mlp|cnn]
  *       [--batch-size B] [--num-warmup-batches W] [--num-batches-per-iter K]
  *       [--num-iters I] [--fp16-allreduce] [--seed S]
+ *       [--device cpu|cuda|auto]
+ *
+ * On the GPU the batch is copied there once, as Horovod's keeps its
+ * random batch on the device.
  *
  * Flags in prog/prog.h's grammar; every rank must be given the same ones
  * (trainer_flags_agree). Exit status: 0, 1 (model or training error), 2
@@ -21,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "examples/trainer.h"
 #include "hvd/hvd.h"
@@ -28,9 +33,9 @@
 #include "prog/prog.h"
 
 typedef struct {
-    const char *model;
+    const char *model, *device;
     long long batch_size, warmup, per_iter, iters, seed;
-    int fp16, help;
+    int fp16, help, device_auto;
 } options_t;
 
 /* The integer flags: long_options' first rows, in this order, whose
@@ -52,7 +57,7 @@ static const struct {
      "expected an integer from 0 to 2^62"},
 };
 
-enum { OPT_INTS = 256, OPT_MODEL = OPT_INTS + 5, OPT_FP16 };
+enum { OPT_INTS = 256, OPT_MODEL = OPT_INTS + 5, OPT_FP16, OPT_DEVICE };
 
 static const struct option long_options[] = {
     {"batch-size", required_argument, NULL, OPT_INTS},
@@ -62,6 +67,7 @@ static const struct option long_options[] = {
     {"seed", required_argument, NULL, OPT_INTS + 4},
     {"model", required_argument, NULL, OPT_MODEL},
     {"fp16-allreduce", no_argument, NULL, OPT_FP16},
+    {"device", required_argument, NULL, OPT_DEVICE},
     PROG_END_LONG_OPTIONS,
 };
 
@@ -80,7 +86,10 @@ static const prog_cli_t cli = {
         "      --num-iters I        timed iterations, 1..1000000 (10)\n"
         "      --fp16-allreduce     gradients travel as float16\n"
         "      --seed S             seed of the weights and the data, "
-        "0..2^62 (42)\n",
+        "0..2^62 (42)\n"
+        "      --device cpu|cuda|auto  where to train: the CPU, the rank's\n"
+        "                           GPU, or the GPU when one is visible in\n"
+        "                           a CUDA build (cpu)\n",
     .usage_notes =
         "Every rank must be given the same flags (checked at start: exit 2\n"
         "naming the flag).\n"
@@ -91,10 +100,11 @@ static const prog_cli_t cli = {
 static int parse_options(int argc, char **argv, options_t *o)
 {
     static const char *const models[] = {"mlp", "cnn", NULL};
+    static const char *const devices[] = {"cpu", "cuda", "auto", NULL};
     int opt, k;
 
-    *o = (options_t){.model = "mlp", .batch_size = 32, .warmup = 10,
-                     .per_iter = 10, .iters = 10, .seed = 42};
+    *o = (options_t){.model = "mlp", .device = "cpu", .batch_size = 32,
+                     .warmup = 10, .per_iter = 10, .iters = 10, .seed = 42};
     while ((opt = prog_getopt(argc, argv, &cli)) >= 0) {
         if (opt == OPT_FP16) {
             o->fp16 = 1;
@@ -103,6 +113,11 @@ static int parse_options(int argc, char **argv, options_t *o)
                 return prog_bad_value(long_options, opt, optarg,
                                       "expected mlp or cnn");
             o->model = models[k];
+        } else if (opt == OPT_DEVICE) {
+            if ((k = prog_parse_word(optarg, devices)) < 0)
+                return prog_bad_value(long_options, opt, optarg,
+                                      "expected cpu, cuda or auto");
+            o->device = devices[k];
         } else if (prog_parse_ll(optarg, ints[opt - OPT_INTS].lo,
                                  ints[opt - OPT_INTS].hi,
                                  (long long *)((char *)o +
@@ -112,7 +127,8 @@ static int parse_options(int argc, char **argv, options_t *o)
         }
     }
     o->help = opt == PROG_OPT_HELP;
-    return opt == PROG_OPT_END ? 0 : o->help ? 1 : -1;
+    if (opt != PROG_OPT_END) return o->help ? 1 : -1;
+    return trainer_device_choose(&o->device, &o->device_auto);
 }
 
 /* The flags that every rank must be given alike: all of them. */
@@ -127,6 +143,7 @@ static size_t flags_to_agree(const options_t *o, trainer_flag_t *f)
                                                ints[k].off));
     trainer_flag_text(&f[n++], "fp16-allreduce", "%s",
                       o->fp16 ? "given" : "not given");
+    trainer_flag_text(&f[n++], "device", "%s", o->device);
     trainer_flag_text(&f[n++], "help", "%s",
                       o->help ? "given" : "not given");
     return n;
@@ -180,7 +197,7 @@ int main(int argc, char **argv)
     }
     int rank = hvd_rank(), size = hvd_size(), rc = 1;
     options_t opt;
-    trainer_flag_t agreed[3 + sizeof ints / sizeof ints[0]]; /* all */
+    trainer_flag_t agreed[4 + sizeof ints / sizeof ints[0]]; /* all */
     model_t m = {0};
     model_sgd_t sgd = {0};
     trainer_sgd_t sctx = {&m, &sgd};
@@ -199,9 +216,13 @@ int main(int argc, char **argv)
 
     /* ---- model, SGD, DistributedOptimizer ---- */
     int B = (int)opt.batch_size;
-    status = model_init(&m, opt.model, B, (uint64_t)opt.seed);
+    model_device_t device = strcmp(opt.device, "cuda") ? MODEL_DEVICE_CPU
+                                                         : MODEL_DEVICE_CUDA;
+    status = model_init_device(&m, device, opt.model, 1, 28, 28, /* as
+                               model_init: Fashion-MNIST's images */
+                               B, (uint64_t)opt.seed);
     if (status == MODEL_OK)
-        status = model_sgd_init(&sgd, m.param_count, 0.01f, 0.0f, 0.0f, 0);
+        status = model_sgd_init_model(&sgd, &m, 0.01f, 0.0f, 0.0f, 0);
     if (status != MODEL_OK) {
         if (rank == 0)
             fprintf(stderr, "synthetic_benchmark: model %s: %s\n", opt.model,
@@ -233,15 +254,29 @@ int main(int argc, char **argv)
         x[i] = next_normal(&rng);
     for (int i = 0; i < B; i++)
         y[i] = (int)(next_u64(&rng) % (uint64_t)m.num_classes);
+    const float *batch = x;
+    if (m.input_buf) {
+        status = model_upload(&m, m.input_buf, x,
+                              (size_t)B * (size_t)m.in_count * sizeof *x);
+        if (status != MODEL_OK) {
+            fprintf(stderr, "synthetic_benchmark: rank %d: copying the "
+                    "batch to the device: %s\n", rank,
+                    model_strerror(status));
+            goto out;
+        }
+        batch = m.input_buf;
+    }
 
     if (rank == 0) {
         printf("Model: %s\nBatch size: %d\nNumber of ranks: %d\n"
-               "fp16 allreduce: %s\nRunning warmup...\n",
-               opt.model, B, size, opt.fp16 ? "yes" : "no");
+               "fp16 allreduce: %s\nDevice: %s%s\nRunning warmup...\n",
+               opt.model, B, size, opt.fp16 ? "yes" : "no",
+               model_backend_name(&m),
+               opt.device_auto ? " (--device auto)" : "");
         fflush(stdout);
     }
     for (long long b = 0; b < opt.warmup; b++)
-        if (train_step(&m, dopt, x, y, B, rank) != 0) goto out;
+        if (train_step(&m, dopt, batch, y, B, rank) != 0) goto out;
     if (rank == 0) {
         printf("Running benchmark...\n");
         fflush(stdout);
@@ -249,7 +284,7 @@ int main(int argc, char **argv)
     for (long long it = 0; it < opt.iters; it++) {
         double t0 = prog_now();
         for (long long b = 0; b < opt.per_iter; b++)
-            if (train_step(&m, dopt, x, y, B, rank) != 0) goto out;
+            if (train_step(&m, dopt, batch, y, B, rank) != 0) goto out;
         double dt = prog_now() - t0;
         img_secs[it] = (double)B * (double)opt.per_iter / (dt > 0 ? dt : 1e-9);
         if (rank == 0) {

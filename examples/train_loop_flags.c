@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "examples/train_loop.h"
-#include "models/model.h"
 #include "prog/prog.h"
 
 enum {
@@ -209,15 +208,7 @@ int train_loop_parse_flags(const train_loop_config_t *cfg, int argc,
     if (o->shard_optimizer == 1 && o->fp16_allreduce)
         return prog_refuse("--shard-optimizer on: the sharded step reduces "
                            "float32 gradients; drop --fp16-allreduce");
-    /* auto becomes what it chose, so that the ranks compare choices. */
-    const char *why = NULL;
-    int gpu = model_device_available(MODEL_DEVICE_CUDA, &why);
-    if (!strcmp(o->device, "auto")) {
-        o->device_auto = 1;
-        o->device = gpu ? "cuda" : "cpu";
-    } else if (!strcmp(o->device, "cuda") && !gpu) {
-        return prog_refuse("--device cuda: %s", why);
-    }
+    if (trainer_device_choose(&o->device, &o->device_auto) != 0) return -1;
     int on_gpu = !strcmp(o->device, "cuda");
     if (o->shard_optimizer == 1 && on_gpu)
         return prog_refuse("--shard-optimizer on: the sharded step runs on "

@@ -98,6 +98,20 @@ int trainer_flags_agree(int refused, const trainer_flag_t *flags, size_t n)
     return rc;
 }
 
+/* ---- where to train ---- */
+
+int trainer_device_choose(const char **device, int *automatic)
+{
+    const char *why = NULL;
+    int gpu = model_device_available(MODEL_DEVICE_CUDA, &why);
+    *automatic = !strcmp(*device, "auto");
+    if (*automatic)
+        *device = gpu ? "cuda" : "cpu";
+    else if (!strcmp(*device, "cuda") && !gpu)
+        return prog_refuse("--device cuda: %s", why);
+    return 0;
+}
+
 /* ---- hvd's DistributedOptimizer over a model's SGD ---- */
 
 int trainer_sgd_step(void *ctx)

@@ -39,6 +39,12 @@ void trainer_flag_text(trainer_flag_t *f, const char *flag,
  * when the allgather failed. After prog_identify(). */
 int trainer_flags_agree(int refused, const trainer_flag_t *flags, size_t n);
 
+/* --device's word (cpu, cuda or auto) made a choice, before the flags are
+ * compared, so that the ranks compare choices: *device becomes "cpu" or
+ * "cuda", *automatic says whether auto chose it. 0, or -1 refused
+ * (prog_refuse: cuda where none can be used, saying why). */
+int trainer_device_choose(const char **device, int *automatic);
+
 /* ---- hvd's DistributedOptimizer over a model's SGD ---- */
 
 /* The optimizer hvd wraps: SGD over the model's whole slabs. */

@@ -280,6 +280,14 @@ static void cuda_softmax_xent(const float *logits, const int32_t *labels,
                                        classes, stream));
 }
 
+static void cuda_sgd_step(const float *p, const float *g, float *out,
+                          float *velocity, size_t count, float lr, float mu,
+                          float wd, int nesterov)
+{
+    note_cuda(model__cuda_sgd_step(p, g, out, velocity, count, lr, mu, wd,
+                                   nesterov, stream));
+}
+
 static const model__backend_t model__cuda = {
     .name = "cuda",
     .alloc = cuda_alloc,
@@ -300,6 +308,7 @@ static const model__backend_t model__cuda = {
     .dropout_forward = cuda_dropout_forward,
     .dropout_backward = cuda_dropout_backward,
     .softmax_xent = cuda_softmax_xent,
+    .sgd_step = cuda_sgd_step,
 };
 
 /* ---- opening ---- */

@@ -95,6 +95,18 @@ struct dropout_backward_op {
     __device__ void operator()(size_t i) const { dx[i] = dy[i] * mask[i]; }
 };
 
+struct sgd_op {
+    const float *p, *g;
+    float *out, *velocity;
+    float lr, mu, wd;
+    int nesterov;
+    __device__ void operator()(size_t i) const
+    {
+        out[i] = model__sgd_elem(p[i], g[i], velocity ? &velocity[i] : NULL,
+                                 lr, mu, wd, nesterov);
+    }
+};
+
 /* ---- convolution ---- */
 
 /* Element i of col (batch, c, ki, kj, oy, ox). */
@@ -322,6 +334,15 @@ cudaError_t model__cuda_dropout_forward(const float *x, float *y, float *mask,
                                         uint64_t rng, cudaStream_t stream)
 {
     return launch(count, dropout_forward_op{x, y, mask, p, train, rng},
+                  stream);
+}
+
+cudaError_t model__cuda_sgd_step(const float *p, const float *g, float *out,
+                                 float *velocity, size_t count, float lr,
+                                 float mu, float wd, int nesterov,
+                                 cudaStream_t stream)
+{
+    return launch(count, sgd_op{p, g, out, velocity, lr, mu, wd, nesterov},
                   stream);
 }
 

@@ -54,6 +54,12 @@ cudaError_t model__cuda_dropout_forward(const float *x, float *y, float *mask,
 cudaError_t model__cuda_dropout_backward(const float *dy, const float *mask,
                                          float *dx, size_t count,
                                          cudaStream_t stream);
+/* out[i] = model__sgd_elem(p[i], g[i], &velocity[i], ...) (velocity may
+ * be NULL when mu is 0; out may be p). */
+cudaError_t model__cuda_sgd_step(const float *p, const float *g, float *out,
+                                 float *velocity, size_t count, float lr,
+                                 float mu, float wd, int nesterov,
+                                 cudaStream_t stream);
 cudaError_t model__cuda_softmax_xent(const float *logits,
                                      const int32_t *labels, float *dlogits,
                                      double *losses, int batch, int classes,

@@ -8,8 +8,9 @@
  * products), col2im's share aside, and the initial parameters of a model.
  * Within a relative tolerance, |gpu - cpu| / (1 + |cpu|) <= 1e-4: what
  * goes through a GEMM or a sum (linear, conv2d, bias gradients) and the
- * softmax (the device's exp and log), and a whole model's loss, logits and
- * gradients: cuBLAS and the host's BLAS add in other orders. Shapes take
+ * softmax (the device's exp and log), the SGD step (FMA), and a whole
+ * model's loss, logits and gradients: cuBLAS and the host's BLAS add in
+ * other orders. Shapes take
  * in odd sizes, batch 1 and more, stride 2, padding, overlapping pooling
  * windows, accumulate 0 and 1, and each optional gradient left out.
  *
@@ -276,6 +277,30 @@ static void test_dropout(size_t count, float p, int train)
         pair_free(all[i]);
 }
 
+/* Three steps, so that the velocity carries over; into p and out of
+ * place. Within the tolerance: nvcc contracts a * b + c into one FMA. */
+static void test_sgd(size_t count, float mu, float wd, int nesterov,
+                     int in_place)
+{
+    snprintf(case_name, sizeof case_name,
+             "sgd count=%zu mu=%g wd=%g nesterov=%d in_place=%d", count, mu,
+             wd, nesterov, in_place);
+    pair_t p = pair_new(count, 0), g = pair_new(count, 0);
+    pair_t v = pair_zero(count), out = pair_zero(count);
+    for (int step = 0; step < 3; step++) {
+        pair_t *o = in_place ? &p : &out;
+        cpu->sgd_step(p.host, g.host, o->host, mu > 0 ? v.host : NULL, count,
+                      0.1f, mu, wd, nesterov);
+        dev->sgd_step(p.dev, g.dev, o->dev, mu > 0 ? v.dev : NULL, count,
+                      0.1f, mu, wd, nesterov);
+    }
+    pair_check(in_place ? "p" : "out", in_place ? &p : &out, TOL_GEMM);
+    pair_check("velocity", &v, TOL_GEMM);
+    pair_t *all[] = {&p, &g, &v, &out};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+}
+
 static void test_softmax_xent(int batch, int classes)
 {
     snprintf(case_name, sizeof case_name, "softmax_xent batch=%d classes=%d",
@@ -405,6 +430,11 @@ int main(int argc, char **argv)
             test_dropout(1, ps[pi], train);
             test_dropout(100003, ps[pi], train);
         }
+    for (int in_place = 0; in_place < 2; in_place++) {
+        test_sgd(1, 0.0f, 0.0f, 0, in_place);
+        test_sgd(100003, 0.9f, 1e-4f, 0, in_place);
+        test_sgd(4097, 0.9f, 0.0f, 1, in_place);
+    }
     test_softmax_xent(1, 10);
     test_softmax_xent(64, 10);
     test_softmax_xent(7, 3);

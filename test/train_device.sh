@@ -8,8 +8,8 @@
 # cuda trains bitwise the numbers the CPU trains, at 1 and 2 ranks, mlp
 # and cnn; a checkpoint it writes resumes on the CPU and the CPU's on it,
 # both ending equal to a run that was not interrupted; and --shard-optimizer
-# on is refused there. What the GPU itself computes is test_models_cuda's
-# (scripts/gpu-check).
+# on is refused there. synthetic_benchmark's --device the same way. What
+# the GPU itself computes is test_models_cuda's (scripts/gpu-check).
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # shellcheck source=test/script_lib.sh
 . "${srcdir:-.}/test/script_lib.sh"
@@ -29,6 +29,9 @@ if grep -q "^step" "$dir/out"; then
     echo "FAIL: cuda without a GPU: it trained" >&2
     rc=1
 fi
+script_expect "synthetic_benchmark: cuda without a GPU" 2 \
+    "^synthetic_benchmark: --device cuda: ." 1 \
+    examples/synthetic_benchmark --num-iters 1 --device cuda
 script_launch "auto without a GPU" 1 $tf $common --epochs 1 \
     --device auto > "$dir/out"
 grep -q "on cpu (--device auto)$" "$dir/out" || {
@@ -85,6 +88,16 @@ for first in cuda cpu; do
         rc=1
     }
 done
+
+script_launch "synthetic_benchmark on the device" 2 \
+    examples/synthetic_benchmark --model cnn --num-warmup-batches 1 \
+    --num-iters 2 --num-batches-per-iter 2 --device cuda > "$dir/out"
+grep -q "^Device: cuda (emulated)$" "$dir/out" &&
+    grep -q "^Total img/sec on 2 rank(s): " "$dir/out" || {
+    cat "$dir/out" >&2
+    echo "FAIL: synthetic_benchmark --device cuda did not run there" >&2
+    rc=1
+}
 
 script_expect "sharded step on the GPU" 2 \
     "^train_fmnist: --shard-optimizer on: the sharded step runs on the host" \
