@@ -45,7 +45,6 @@ script_expect "out of range" 2 "'0' for --epochs: expected an integer from \
 1 to 100000" 2 $prog --epochs 0
 script_expect "bad lr" 2 "--lr" 2 $prog --lr -1
 script_expect "unknown model" 2 "resnet.*--model" 2 $prog --model resnet
-script_expect "cuda" 2 "--device cuda" 2 $prog --device cuda
 script_expect "resume alone" 2 "--resume needs --checkpoint" 2 $prog --resume
 script_expect "fp16 with a value" 2 "'--fp16-allreduce' takes no value" 2 \
     $prog --fp16-allreduce=1
