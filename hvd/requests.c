@@ -147,9 +147,10 @@ void hvd__complete_many(hvd_handle_t *hs, size_t n, int status)
         if (!hs[i]) continue;
         hvd__index_del(&hvd__engine.inflight, hs[i]->desc.name);
         hs[i]->status = status;
-        /* Release: a waiter that sees done without mu sees status. */
-        atomic_store_explicit(&hs[i]->done, 1, memory_order_release);
         wake |= hs[i]->waited;
+        /* Last: a waiter that sees done without mu (hvd__wait_done) may
+         * free the handle at once, and release makes status seen. */
+        atomic_store_explicit(&hs[i]->done, 1, memory_order_release);
     }
     if (wake) pthread_cond_broadcast(&hvd__engine.done_cv);
     pthread_mutex_unlock(&hvd__engine.mu);
