@@ -21,7 +21,7 @@
 #   bench/compare_torch.sh                          # defaults, ~8 min quiet
 #   bench/compare_torch.sh --reps 1 --steps 60 --results /tmp/ct   # smoke
 # Options have environment equivalents (MODELS, RANKS, REPS, STEPS_MLP,
-# STEPS_CNN, EPOCHS, BATCH, DATA, NORMALIZE, RESULTS, RUN_TIMEOUT, MPIRUN_ARGS,
+# STEPS_CNN, EPOCHS, BATCH, DATA, NORMALIZE, DEVICE, RESULTS, RUN_TIMEOUT, MPIRUN_ARGS,
 # NO_INSTALL=1); flags win.
 #
 # Exit status: 0; 1 (a run failed, torch missing, not built, no data);
@@ -43,6 +43,7 @@ epochs=${EPOCHS:-0}
 batch=${BATCH:-64}
 data_dir=${DATA:-/usr/share/datasets/fashion-mnist}
 normalize=${NORMALIZE:-off}
+device=${DEVICE:-cpu}
 results=${RESULTS:-$root/bench/results/compare_torch}
 run_timeout=${RUN_TIMEOUT:-1800}
 mpirun_args=${MPIRUN_ARGS:-"--allow-run-as-root --oversubscribe --bind-to none"}
@@ -65,6 +66,9 @@ usage: $0 [options]
                        /usr/share/datasets/fashion-mnist)
   --normalize on|off   mean/std normalisation for both (\$NORMALIZE; off,
                        train_fmnist's default)
+  --device cpu|cuda    where both train (\$DEVICE; cpu): on cuda every
+                       rank shares the node's GPU (ours: the device
+                       hvd_init chose; torch: cuda:0, gloo)
   --results DIR        raw outputs and the table (\$RESULTS;
                        bench/results/compare_torch)
   --timeout S          seconds before a run is killed (\$RUN_TIMEOUT; 1800)
@@ -95,6 +99,7 @@ while [ $# -gt 0 ]; do
         --batch-size) need_value "$@"; batch=$2; shift 2 ;;
         --data) need_value "$@"; data_dir=$2; shift 2 ;;
         --normalize) need_value "$@"; normalize=$2; shift 2 ;;
+        --device) need_value "$@"; device=$2; shift 2 ;;
         --results) need_value "$@"; results=$2; shift 2 ;;
         --timeout) need_value "$@"; run_timeout=$2; shift 2 ;;
         --no-install) no_install=1; shift ;;
@@ -133,6 +138,7 @@ for n in $ranks; do
     fi
 done
 case $normalize in on|off) ;; *) bad "--normalize: \"$normalize\" (on or off)" ;; esac
+case $device in cpu|cuda) ;; *) bad "--device: \"$device\" (cpu or cuda)" ;; esac
 case $no_install in 0|1) ;; *) bad "NO_INSTALL: \"$no_install\" (0 or 1)" ;; esac
 
 # ---- what the runs need ----
@@ -188,7 +194,7 @@ ompi=$(mpirun --version 2>/dev/null | head -n 1)
 header="# $cmdline
 # compare_torch: commit $commit, $cpus CPUs, load average at start $(cut -d' ' -f1-3 /proc/loadavg)
 # ours: examples/train_fmnist; torch: bench/torch_fmnist.py, torch $torch_version DDP gloo ($ompi)
-# batch $batch per rank, 1 thread per rank, $length_desc, $reps reps, normalize $normalize"
+# batch $batch per rank, 1 thread per rank, $length_desc, $reps reps, normalize $normalize, device $device"
 printf '%s\n' "$header" > "$results/summary.txt"
 printf '%s\n' "$header"
 
@@ -233,9 +239,9 @@ one() {
     printf '[%d/%d] %s np %s %s rep %s: ' "$run_no" "$runs_total" "$o_m" "$o_n" "$o_impl" "$o_r" >&2
     # shellcheck disable=SC2086
     if [ "$o_impl" = ours ]; then
-        set -- "$ours" --model "$o_m" $len --batch-size "$batch" --data "$data_dir" --progress lines $ours_norm_flag
+        set -- "$ours" --model "$o_m" $len --batch-size "$batch" --data "$data_dir" --progress lines $ours_norm_flag --device "$device"
     else
-        set -- "$python" "$peer" --model "$o_m" $len --batch-size "$batch" --data "$data_dir" --normalize "$normalize"
+        set -- "$python" "$peer" --model "$o_m" $len --batch-size "$batch" --data "$data_dir" --normalize "$normalize" --device "$device"
     fi
     # shellcheck disable=SC2086
     if ! timeout -k 10 "$run_timeout" mpirun $mpirun_args $threads_x -np "$o_n" "$@" \

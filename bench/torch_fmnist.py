@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """bench/torch_fmnist.py: the PyTorch peer of examples/train_fmnist.
 
-PyTorch 1.13 DistributedDataParallel (gloo, CPU) training of the same
+PyTorch 1.13 DistributedDataParallel (gloo; the CPU, or a GPU with
+--device cuda) training of the same
 networks as models/model.c, on the same Fashion-MNIST data, with the same
 optimiser and schedule, printing progress in train_fmnist's format so that
 one parser reads both (bench/compare_torch.sh, bench/plot_training.sh):
@@ -80,7 +81,7 @@ def fail(msg, code=1):
 def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="torch_fmnist.py",
-        description="PyTorch DDP (gloo, CPU) peer of examples/train_fmnist; "
+        description="PyTorch DDP (gloo) peer of examples/train_fmnist; "
         "launch with mpirun -np N /usr/bin/python3 bench/torch_fmnist.py")
     p.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
     p.add_argument("--epochs", type=int, default=2, help="epochs (2)")
@@ -104,6 +105,11 @@ def parse_args(argv):
                    "PyTorch's defaults (torch)")
     p.add_argument("--progress", choices=("lines",), default="lines",
                    help="a line every tenth of an epoch (the only mode)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where to train: the CPU, or the GPU (every rank on "
+                   "cuda:0, as train_fmnist's ranks sharing one GPU; gloo "
+                   "reduces CUDA tensors where NCCL refuses ranks that share "
+                   "a GPU)")
     a = p.parse_args(argv)
     if not 1 <= a.epochs <= 100000:
         p.error("--epochs: %d is out of range 1..100000" % a.epochs)
@@ -296,6 +302,10 @@ def main(argv):
     except RuntimeError:
         pass
 
+    if opt.device == "cuda" and not torch.cuda.is_available():
+        fail("--device cuda: torch sees no GPU (torch %s)" % torch.__version__,
+             2)
+    dev = torch.device(opt.device)
     dist.init_process_group("gloo", rank=rank, world_size=size)
 
     # ---- data: every rank reads both splits ----
@@ -310,9 +320,11 @@ def main(argv):
             t = (t - MEAN) / STD
         return t.view(-1, 1, 28, 28).contiguous()
 
-    train_x, test_x = to_tensor(tr_x), to_tensor(te_x)
-    train_y = torch.from_numpy(tr_y.astype(np.int64))
-    test_y = torch.from_numpy(te_y.astype(np.int64))
+    # On the GPU the whole data set lives there (188 MB for the training
+    # images): each batch is an index_select on the device.
+    train_x, test_x = to_tensor(tr_x).to(dev), to_tensor(te_x).to(dev)
+    train_y = torch.from_numpy(tr_y.astype(np.int64)).to(dev)
+    test_y = torch.from_numpy(te_y.astype(np.int64)).to(dev)
     n_train = train_x.shape[0]
 
     # ---- model, optimizer, DDP ----
@@ -320,6 +332,7 @@ def main(argv):
     model = build_model(torch, opt.model)
     if opt.init == "ours":
         init_like_ours(np, torch, model, opt.seed)
+    model = model.to(dev)
     nparams = sum(p.numel() for p in model.parameters())
     ddp = DDP(model)  # broadcasts rank 0's parameters
     sgd = torch.optim.SGD(ddp.parameters(), lr=opt.lr, momentum=MOMENTUM)
@@ -335,12 +348,12 @@ def main(argv):
         print("torch_fmnist: %s, %d parameters, %d rank%s, batch %d per rank, "
               "%d training images (%d steps per epoch), %d test images, "
               "lr %g x %d after %g warm-up epoch (torch %s, gloo, %d thread%s "
-              "per rank, normalize %s, init %s)"
+              "per rank, normalize %s, init %s, on %s)"
               % (opt.model, nparams, size, "" if size == 1 else "s",
                  opt.batch_size, n_train, spe, test_x.shape[0], opt.lr, size,
                  WARMUP_EPOCHS, torch.__version__, torch.get_num_threads(),
                  "" if torch.get_num_threads() == 1 else "s", opt.normalize,
-                 opt.init), flush=True)
+                 opt.init, opt.device), flush=True)
 
     gstep = done_steps = 0
     train_time = total_images = 0.0
@@ -349,7 +362,8 @@ def main(argv):
         if gstep >= end_step:
             break
         idx_all = torch.tensor(shard_indices(shuffle_order(n_train, opt.seed, epoch),
-                                             rank, size), dtype=torch.int64)
+                                             rank, size), dtype=torch.int64,
+                               device=dev)
         ddp.train()
         t_epoch = t_win = time.perf_counter()
         loss_win = loss_epoch = images_win = images_epoch = 0.0
@@ -413,7 +427,7 @@ def main(argv):
                 loss_sum += loss_fn(logits, test_y[i:j]).item() * (j - i)
         sums = torch.tensor([correct, count, loss_sum,
                              loss_epoch / steps_epoch if steps_epoch else 0.0],
-                            dtype=torch.float64)
+                            dtype=torch.float64)  # on the host: gloo sums it
         dist.all_reduce(sums)
         tot = sums.tolist()
         last_acc = tot[0] / tot[1] if tot[1] > 0 else 0.0
