@@ -57,9 +57,17 @@ static int hvd__index_grow(hvd__index_t *ix)
         hvd__index_free(&bigger);
         return HVD_ERR_NOMEM;
     }
-    for (size_t i = 0; i < ix->cap; i++)
-        if (ix->keys[i] && ix->keys[i] != hvd__deleted)
-            hvd__index_put(&bigger, ix->keys[i], ix->values[i]);
+    /* The keys are distinct and their hashes kept: each goes to the first
+     * empty slot of its probe, with no hash or comparison made again. */
+    for (size_t i = 0; i < ix->cap; i++) {
+        if (!ix->keys[i] || ix->keys[i] == hvd__deleted) continue;
+        size_t j = (size_t)ix->hashes[i] & (cap - 1);
+        while (bigger.keys[j]) j = (j + 1) & (cap - 1);
+        bigger.keys[j] = ix->keys[i];
+        bigger.values[j] = ix->values[i];
+        bigger.hashes[j] = ix->hashes[i];
+        bigger.used++;
+    }
     hvd__index_free(ix);
     *ix = bigger;
     return HVD_OK;
