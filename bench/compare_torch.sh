@@ -22,6 +22,7 @@
 #   bench/compare_torch.sh --reps 1 --steps 60 --results /tmp/ct   # smoke
 # Options have environment equivalents (MODELS, RANKS, REPS, STEPS_MLP,
 # STEPS_CNN, EPOCHS, BATCH, DATA, NORMALIZE, DEVICE, RESULTS, RUN_TIMEOUT, MPIRUN_ARGS,
+# PYTHON (the interpreter that imports torch),
 # NO_INSTALL=1); flags win.
 #
 # Exit status: 0; 1 (a run failed, torch missing, not built, no data);
@@ -30,7 +31,7 @@ set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-python=/usr/bin/python3
+python=${PYTHON:-/usr/bin/python3} # Debian's, which sees python3-torch
 
 cmdline="$0 $*"
 cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?') # nproc heeds OMP_NUM_THREADS
