@@ -114,6 +114,10 @@ static const ring__setting_t ring__settings[] = {
      * keeps a gradient list of a few MiB in one chunk. */
     {"HVD_RING_STAGING_BYTES", "16M", RING__SIZE_EXPECTS(64),
      offsetof(ring__tuning_t, staging_bytes), ring__parse_size_64, 1},
+    /* Each rank's device slab for the IPC path, in two halves: a chunk
+     * costs two turns of every rank on the GPU (ipc.c), so big ones. */
+    {"HVD_RING_IPC_BYTES", "64M", RING__SIZE_EXPECTS(64),
+     offsetof(ring__tuning_t, ipc_bytes), ring__parse_size_64, 1},
     /* Within a node, device allreduces read each other's memory (ipc.c)
      * or stage; the two send different messages. */
     {"HVD_RING_IPC", "auto", "auto or off", offsetof(ring__tuning_t, ipc),

@@ -9,61 +9,62 @@
  * ranks sharing one GPU. Where it fails on any rank, every rank stages
  * instead (ring/staged.c), logged once.
  *
- * A call runs in chunks of half a slab; chunk g (counted since the slab
- * was made) lives in half g % 2. The chunk is cut into N blocks as the
- * ring cuts them, rank r owning block r, and the blocks into segments
- * (HVD_SHM_SEGMENT_BYTES). For each segment s in turn, rank r, on its
- * stream,
- *   1. copies segment s of every block of its input into its half, waits
- *      for the copies, and posts s;
- *   2. once every rank has posted s, reduces segment s of block r: every
- *      rank's half, in rank order, in one kernel (reduce_n: the shared
- *      window's order and arithmetic, so the result is bitwise the host
- *      path's), into its own half, where nobody else reads block r; waits
- *      for it and publishes "reduced s";
- *   3. once each owner has reduced segment s-1 of its block, copies it
- *      from the owner's half into recvbuf.
- * After the last segment (gathered as step 3 of one more) it waits for its
- * copies and releases the chunk. Step 1 of chunk g writes the half that
- * chunk g - 2 read, and needs no wait for it: every rank posted chunk
- * g - 1's first segment only after it had finished chunk g - 2, and this
- * rank waited for those posts in chunk g - 1's step 2.
+ * A call runs in chunks of half a slab (HVD_RING_IPC_BYTES / 2); chunk g
+ * (counted since the slab was made) lives in half g % 2 and is cut into N
+ * blocks as the ring cuts them, rank r owning block r. Each rank, on its
+ * stream, takes turns:
+ *   turn g: gathers chunk g - 1 (once each owner has reduced its block,
+ *      copies it from the owner's half into recvbuf) and copies chunk g
+ *      of its input into its half; one stream sync for both; then
+ *      publishes "released g - 1" and "posted g";
+ *   reduce g: once every rank has posted g, reduces block r of chunk g,
+ *      every rank's half in rank order, in one kernel (reduce_n: the
+ *      shared window's order and arithmetic, so the result is bitwise the
+ *      host path's), into its own half, where nobody else reads block r;
+ *      syncs, publishes "reduced g";
+ * and a last turn gathers the last chunk. Two stream syncs a chunk, no
+ * segments: on ranks that share a GPU each sync and each wait on another
+ * rank is a turn of every process on the GPU, which costs more than the
+ * overlap segments would buy (bench/README.md: 1 MiB segments ran 64 MiB
+ * at 7 GB/s on an H100). Turn g writes the half that chunk g - 2 used,
+ * and needs no wait for it: every rank posted g - 1 only after it had
+ * gathered g - 2 (the same sync), and this rank waited for those posts
+ * before it reduced g - 1.
  *
  * The ranks tell each other through ring/ctl.h's counters, in a small
  * shared window of their own (ring/shm.c's): posted, reduced, released,
- * each only ever growing. Ordering: a rank's copies and kernels are done
- * when its stream sync returns, and the device's writes are then visible
- * to the other processes' device work; the rank then stores the counter
- * with release order, and a reader loads it with acquire order before it
- * queues any work that reads that memory.
+ * counting chunks, each only ever growing. Ordering: a rank's copies and
+ * kernels are done when its stream sync returns, and the device's writes
+ * are then visible to the other processes' device work; the rank then
+ * stores the counter with release order, and a reader loads it with
+ * acquire order before it queues any work that reads that memory.
  *
- * Worked example, N = 2, one chunk of one segment per block, half 0,
- * counters at 0. Rank 0 copies segment 0 of blocks 0 and 1 into half 0 of
- * slab 0, syncs, posted0 = 1; rank 1 the same into slab 1, posted1 = 1.
- * Rank 0 sees posted1 >= 1, reduces block 0 from slab 0 and slab 1 into
- * slab 0, syncs, reduced0 = 1. Rank 1 reduces block 1 into slab 1,
- * reduced1 = 1. Rank 0 sees reduced1 >= 1 and copies block 1 from slab 1
- * (and block 0 from its own slab) into its recvbuf, syncs, released0 = 1;
- * rank 1 likewise. Block 1 of slab 1 was written by rank 1's kernel,
- * which had finished before reduced1 = 1, and is read by rank 0 only after
- * it saw that. The next chunk uses half 1; the one after, half 0 again,
- * which rank 1 no longer reads: it posted in half 1 only after it was
- * done with half 0.
+ * Worked example, N = 2, one chunk, half 0, counters at 0. Rank 0 copies
+ * its input into half 0 of slab 0, syncs, posted0 = 1; rank 1 the same
+ * into slab 1, posted1 = 1. Rank 0 sees posted1 >= 1, reduces block 0
+ * from slab 0 and slab 1 into slab 0, syncs, reduced0 = 1. Rank 1 reduces
+ * block 1 into slab 1, reduced1 = 1. Rank 0 sees reduced1 >= 1 and copies
+ * block 1 from slab 1 (and block 0 from its own slab) into its recvbuf,
+ * syncs, released0 = 1; rank 1 likewise. Block 1 of slab 1 was written by
+ * rank 1's kernel, which had finished before reduced1 = 1, and is read by
+ * rank 0 only after it saw that. The next chunk uses half 1; the one
+ * after, half 0 again, which rank 1 no longer reads: it posted in half 1
+ * only after it was done with half 0.
  *
  * A registered buffer (ring_ctx_register: hvd's device fusion buffer) is
  * exported and opened the same way, once, and reduced where it lies: no
  * copy in, all of it posted at once (the caller's writes are done), each
  * rank reducing its block in place and gathering the others'. As the
  * caller may write its buffer as soon as the call returns, the call ends
- * once every rank has released it. It reads each byte of the input once
- * and writes each byte of the output once, plus the block it reduces:
- * what ranks sharing one GPU can do at best, bar that block.
+ * once every rank has released it (one chunk, however large). It reads
+ * each byte of the input once and writes each byte of the output once,
+ * plus the block it reduces: what ranks sharing one GPU can do at best,
+ * bar that block.
  *
- * Across nodes (hierarchical), rank r's block is reduced over the node
- * segment by segment, then allreduced whole with the ranks of index r on
- * the other nodes (a staged context over ctx->cross), and only then
- * published as reduced: as shm.c's hierarchical stage does, so the result
- * is its own. An AVERAGE is summed in both stages and divided once.
+ * Across nodes (hierarchical), rank r's block of a chunk is reduced over
+ * the node, then allreduced with the ranks of index r on the other nodes
+ * (a staged context over ctx->cross), and only then published as reduced:
+ * as shm.c's hierarchical stage does, so the result is its own. An AVERAGE is summed in both stages and divided once.
  */
 #include <stdlib.h>
 #include "ring/ctl.h"
@@ -88,7 +89,6 @@ struct ring__ipc {
     int nranks;             /* every node's ranks together */
     ring_shm_t *flags;      /* the counters' window */
     ring__ctl_t **ctl;      /* every rank's counters */
-    uint64_t nsegs;         /* segments run so far: the counters' base */
 };
 
 /* Closes the others' registered buffers (ours is the caller's). */
@@ -218,7 +218,7 @@ int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
 {
     if (!ctx->ipc_tried) {
         ctx->ipc_tried = 1;
-        size_t half = tuning->staging_bytes / 2 / 256 * 256;
+        size_t half = tuning->ipc_bytes / 2 / 256 * 256;
         int status = ring__ipc_create(ctx, dev, half ? half : 256,
                                       &ctx->ipc);
         if (status != RING_OK) return status;
@@ -233,16 +233,6 @@ int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
     return RING_OK;
 }
 
-/* One segment's place in a block of a chunk of n elements: its offset and
- * length in elements. */
-static size_t ring__ipc_segment(const ring__ipc_t *ipc, size_t n, int block,
-                                size_t seg, size_t s, size_t *len)
-{
-    size_t count = ring__block_count(n, ipc->size, block), from = s * seg;
-    *len = count > from ? (count - from < seg ? count - from : seg) : 0;
-    return ring__block_offset(n, ipc->size, block) + from;
-}
-
 /* Every rank's counter `which` at least target (this rank's own too). */
 static void ring__ipc_wait_all(ring__ipc_t *ipc, size_t which,
                                uint64_t target)
@@ -252,132 +242,131 @@ static void ring__ipc_wait_all(ring__ipc_t *ipc, size_t which,
                        target);
 }
 
-/* One call's state: bufs[r] where rank r's data lies (its half of the
- * slab, or its registered buffer), src this rank's input to copy in (NULL:
- * in its buffer already), dst where the result goes. */
+/* One chunk: bufs[r] where rank r's data lies (its half of the slab, or
+ * its registered buffer), src this rank's input to copy in (NULL: in its
+ * buffer already), dst where the result goes, n elements, g its number
+ * since the slab was made (its counters read g + 1 once it is through a
+ * stage). */
 typedef struct {
-    ring__ipc_t *ipc;
     const ring__coll_t *c;
     char *bufs[RING_DEV_MAX_INPUTS];
     const char *src;
     char *dst;
-    size_t n, seg, nseg;
-    uint64_t base;
-} ring__ipc_run_t;
+    size_t n;
+    uint64_t g;
+} ring__ipc_chunk_t;
 
-static int ring__ipc_copy_in(ring__ipc_run_t *run, size_t s)
+/* Block r of chunk k: its place in bytes, and its length. */
+static size_t ring__ipc_block(const ring__ipc_t *ipc,
+                              const ring__ipc_chunk_t *k, int r, size_t *len)
+{
+    *len = ring__block_count(k->n, ipc->size, r) * k->c->esize;
+    return ring__block_offset(k->n, ipc->size, r) * k->c->esize;
+}
+
+/* Every block of done, once its owner has reduced it, into done's dst (a
+ * block already there is skipped); queued, not waited for. */
+static int ring__ipc_gather(ring__ipc_t *ipc, const ring__ipc_chunk_t *done)
 {
     int status = RING_OK;
-    ring__ipc_t *ipc = run->ipc;
-    size_t esize = run->c->esize, len;
-    for (int b = 0; b < ipc->size; b++) {
-        size_t at = ring__ipc_segment(ipc, run->n, b, run->seg, s, &len);
-        if (len > 0)
-            RING_CHECK(ipc->dev->copy(run->bufs[ipc->rank] + at * esize,
-                                      run->src + at * esize, len * esize,
-                                      ipc->stream));
+    for (int r = 0; r < ipc->size; r++) {
+        size_t len, at = ring__ipc_block(ipc, done, r, &len);
+        ring__ctl_wait(&ipc->ctl[r]->reduced, done->g + 1);
+        if (len > 0 && done->bufs[r] + at != done->dst + at)
+            RING_CHECK(ipc->dev->copy(done->dst + at, done->bufs[r] + at,
+                                      len, ipc->stream));
     }
-    RING_CHECK(ipc->dev->stream_sync(ipc->stream));
-    ring__ctl_set(&ipc->ctl[ipc->rank]->posted, run->base + s + 1);
 out:
     return status;
 }
 
-/* Segment s of this rank's block, over every rank's buffer in rank order
- * (across nodes: summed here, the whole block's average later). */
-static int ring__ipc_reduce(ring__ipc_run_t *run, size_t s)
+/* A turn between two chunks, one stream sync for both: done's gather
+ * (NULL: none before) and next's copy in (NULL: none after), then
+ * released = done, posted = next. */
+static int ring__ipc_turn(ring__ipc_t *ipc, const ring__ipc_chunk_t *done,
+                          const ring__ipc_chunk_t *next)
 {
     int status = RING_OK;
-    ring__ipc_t *ipc = run->ipc;
-    const ring__coll_t *c = run->c;
-    const void *inputs[RING_DEV_MAX_INPUTS];
-    size_t len, at = ring__ipc_segment(ipc, run->n, ipc->rank, run->seg, s,
-                                       &len) * c->esize;
-    int average = c->op == RING_AVERAGE;
-    ring_op_t op = ipc->across && average ? RING_SUM : c->op;
-    ring__ipc_wait_all(ipc, offsetof(ring__ctl_t, posted), run->base + s + 1);
-    for (int r = 0; r < ipc->size; r++) inputs[r] = run->bufs[r] + at;
-    if (len > 0)
-        RING_CHECK(ipc->dev->reduce_n(run->bufs[ipc->rank] + at, inputs,
-                                      ipc->size, len, c->dtype, op,
-                                      average && !ipc->across ? ipc->size
-                                                              : 1,
-                                      ipc->stream));
+    if (done) RING_CHECK(ring__ipc_gather(ipc, done));
+    if (next && next->src && next->n > 0)
+        RING_CHECK(ipc->dev->copy(next->bufs[ipc->rank], next->src,
+                                  next->n * next->c->esize, ipc->stream));
     RING_CHECK(ipc->dev->stream_sync(ipc->stream));
-    if (!ipc->across)
-        ring__ctl_set(&ipc->ctl[ipc->rank]->reduced, run->base + s + 1);
+    if (done) ring__ctl_set(&ipc->ctl[ipc->rank]->released, done->g + 1);
+    if (next) ring__ctl_set(&ipc->ctl[ipc->rank]->posted, next->g + 1);
 out:
     return status;
 }
 
 /* Across nodes: the node's sum of this rank's block, allreduced with the
- * ranks of its index on the other nodes, then published whole. */
-static int ring__ipc_across(ring__ipc_run_t *run)
+ * ranks of its index on the other nodes (the average divided once). */
+static int ring__ipc_across(ring__ipc_t *ipc, const ring__ipc_chunk_t *k)
 {
     int status = RING_OK;
-    ring__ipc_t *ipc = run->ipc;
-    const ring__coll_t *c = run->c;
-    size_t len = ring__block_count(run->n, ipc->size, ipc->rank);
-    char *own = run->bufs[ipc->rank] +
-                ring__block_offset(run->n, ipc->size, ipc->rank) * c->esize;
+    const ring__coll_t *c = k->c;
+    size_t len, at = ring__ipc_block(ipc, k, ipc->rank, &len);
+    char *own = k->bufs[ipc->rank] + at;
     int average = c->op == RING_AVERAGE;
-    RING_CHECK(ring_ctx_allreduce(ipc->across, own, own, len, c->dtype,
-                                  average ? RING_SUM : c->op));
+    RING_CHECK(ring_ctx_allreduce(ipc->across, own, own, len / c->esize,
+                                  c->dtype, average ? RING_SUM : c->op));
     if (average && len > 0) {
-        RING_CHECK(ipc->dev->divide(own, len, c->dtype, ipc->nranks,
-                                    ipc->stream));
+        RING_CHECK(ipc->dev->divide(own, len / c->esize, c->dtype,
+                                    ipc->nranks, ipc->stream));
         RING_CHECK(ipc->dev->stream_sync(ipc->stream));
     }
-    ring__ctl_set(&ipc->ctl[ipc->rank]->reduced, run->base + run->nseg);
 out:
     return status;
 }
 
-/* Segment s of every block, once its owner has reduced it, into dst (a
- * block already there is skipped); queued, not waited for. */
-static int ring__ipc_gather(ring__ipc_run_t *run, size_t s)
+/* This rank's block of k, once every rank has posted k: every rank's
+ * buffer in rank order, in one kernel, into its own; then published as
+ * reduced. */
+static int ring__ipc_reduce(ring__ipc_t *ipc, const ring__ipc_chunk_t *k)
 {
     int status = RING_OK;
-    ring__ipc_t *ipc = run->ipc;
-    size_t esize = run->c->esize, len;
-    for (int r = 0; r < ipc->size; r++) {
-        size_t at = ring__ipc_segment(ipc, run->n, r, run->seg, s, &len);
-        ring__ctl_wait(&ipc->ctl[r]->reduced, run->base + s + 1);
-        char *from = run->bufs[r] + at * esize, *to = run->dst + at * esize;
-        if (len > 0 && from != to)
-            RING_CHECK(ipc->dev->copy(to, from, len * esize, ipc->stream));
-    }
-out:
-    return status;
-}
-
-/* One chunk of n elements (see the top). */
-static int ring__ipc_run(ring__ipc_run_t *run)
-{
-    int status = RING_OK;
-    ring__ipc_t *ipc = run->ipc;
-    uint64_t g = ipc->nchunks++;
-    size_t largest = ring__block_count(run->n, ipc->size, 0);
-    run->seg = run->c->tuning->shm_segment_bytes / run->c->esize;
-    if (run->seg == 0) run->seg = 1;
-    run->nseg = (largest + run->seg - 1) / run->seg;
-    run->base = ipc->nsegs;
-    ipc->nsegs += run->nseg;
-    if (!run->src) /* registered: all of it is in */
-        ring__ctl_set(&ipc->ctl[ipc->rank]->posted, run->base + run->nseg);
-    for (size_t s = 0; s < run->nseg; s++) {
-        if (run->src) RING_CHECK(ring__ipc_copy_in(run, s));
-        RING_CHECK(ring__ipc_reduce(run, s));
-        if (s > 0 && !ipc->across) RING_CHECK(ring__ipc_gather(run, s - 1));
-    }
-    if (ipc->across) RING_CHECK(ring__ipc_across(run));
-    for (size_t s = ipc->across ? 0 : run->nseg - 1; s < run->nseg; s++)
-        RING_CHECK(ring__ipc_gather(run, s));
+    const ring__coll_t *c = k->c;
+    const void *inputs[RING_DEV_MAX_INPUTS];
+    size_t len, at = ring__ipc_block(ipc, k, ipc->rank, &len);
+    int average = c->op == RING_AVERAGE;
+    ring_op_t op = ipc->across && average ? RING_SUM : c->op;
+    ring__ipc_wait_all(ipc, offsetof(ring__ctl_t, posted), k->g + 1);
+    for (int r = 0; r < ipc->size; r++) inputs[r] = k->bufs[r] + at;
+    if (len > 0)
+        RING_CHECK(ipc->dev->reduce_n(k->bufs[ipc->rank] + at, inputs,
+                                      ipc->size, len / c->esize, c->dtype,
+                                      op,
+                                      average && !ipc->across ? ipc->size
+                                                              : 1,
+                                      ipc->stream));
     RING_CHECK(ipc->dev->stream_sync(ipc->stream));
-    ring__ctl_set(&ipc->ctl[ipc->rank]->released, g + 1);
-    /* A registered buffer is the caller's again once nobody reads it. */
-    if (!run->src)
-        ring__ipc_wait_all(ipc, offsetof(ring__ctl_t, released), g + 1);
+    if (ipc->across) RING_CHECK(ring__ipc_across(ipc, k));
+    ring__ctl_set(&ipc->ctl[ipc->rank]->reduced, k->g + 1);
+out:
+    return status;
+}
+
+/* The call c in chunks of at most per_chunk elements (see the top):
+ * bufs(k) points k's bufs at its half of the slabs, or at the registered
+ * buffers when src is NULL. */
+static int ring__ipc_chunks(ring__ipc_t *ipc, const ring__coll_t *c,
+                            const char *src, char *dst, size_t per_chunk)
+{
+    int status = RING_OK;
+    ring__ipc_chunk_t k[2], *last = NULL;
+    for (size_t done = 0; done < c->count; done += per_chunk) {
+        ring__ipc_chunk_t *now = &k[ipc->nchunks & 1]; /* not last */
+        *now = (ring__ipc_chunk_t){
+            .c = c, .src = src ? src + done * c->esize : NULL,
+            .dst = dst + done * c->esize, .g = ipc->nchunks++,
+            .n = c->count - done < per_chunk ? c->count - done : per_chunk};
+        for (int r = 0; r < ipc->size; r++)
+            now->bufs[r] = !src ? ipc->reg[r]
+                                : ipc->slabs[r] + (now->g & 1) * ipc->half_bytes;
+        RING_CHECK(ring__ipc_turn(ipc, last, now));
+        RING_CHECK(ring__ipc_reduce(ipc, now));
+        last = now;
+    }
+    if (last) RING_CHECK(ring__ipc_turn(ipc, last, NULL));
 out:
     return status;
 }
@@ -385,21 +374,8 @@ out:
 int ring__ipc_allreduce(ring__ipc_t *ipc, const ring__coll_t *c,
                         const void *sendbuf, void *recvbuf)
 {
-    int status = RING_OK;
-    size_t per_chunk = ipc->half_bytes / c->esize;
-    for (size_t done = 0; done < c->count; done += per_chunk) {
-        ring__ipc_run_t run = {
-            .ipc = ipc, .c = c,
-            .src = (const char *)sendbuf + done * c->esize,
-            .dst = (char *)recvbuf + done * c->esize,
-            .n = c->count - done < per_chunk ? c->count - done : per_chunk};
-        size_t half = (ipc->nchunks & 1) * ipc->half_bytes;
-        for (int r = 0; r < ipc->size; r++)
-            run.bufs[r] = ipc->slabs[r] + half;
-        RING_CHECK(ring__ipc_run(&run));
-    }
-out:
-    return status;
+    return ring__ipc_chunks(ipc, c, sendbuf, recvbuf,
+                            ipc->half_bytes / c->esize);
 }
 
 int ring__ipc_register(ring__ipc_t *ipc, void *buf, size_t nbytes)
@@ -439,8 +415,12 @@ int ring__ipc_registered(const ring__ipc_t *ipc, size_t nbytes)
 
 int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c)
 {
-    ring__ipc_run_t run = {.ipc = ipc, .c = c, .dst = ipc->reg[ipc->rank],
-                           .n = c->count};
-    for (int r = 0; r < ipc->size; r++) run.bufs[r] = ipc->reg[r];
-    return ring__ipc_run(&run);
+    int status = RING_OK;
+    if (c->count == 0) return RING_OK;
+    RING_CHECK(ring__ipc_chunks(ipc, c, NULL, ipc->reg[ipc->rank],
+                                c->count));
+    /* The buffer is the caller's again once nobody reads it. */
+    ring__ipc_wait_all(ipc, offsetof(ring__ctl_t, released), ipc->nchunks);
+out:
+    return status;
 }

@@ -71,8 +71,9 @@ int ring__check_mpi_up(const char *func);
  *   HVD_SHM_STREAM           auto | on | off: how the window's writers
  *                            write what other ranks read (shm.c)
  *   HVD_RING_STAGING_BYTES   pinned host memory a context stages device
- *                            buffers through (staged.c), and the device
- *                            slab of the IPC path (ipc.c)
+ *                            buffers through (staged.c)
+ *   HVD_RING_IPC_BYTES       each rank's device slab of the IPC path
+ *                            (ipc.c)
  *   HVD_RING_IPC             auto | off: device allreduces within a node
  *                            through CUDA IPC where it works (ipc.c)
  *   HVD_CUDA_AWARE           auto | 0 | 1: MPI reads device memory (mem.c)
@@ -86,6 +87,7 @@ typedef struct {
     size_t shm_segment_bytes;
     int shm_stream; /* RING__STREAM_* */
     size_t staging_bytes;
+    size_t ipc_bytes;
     int ipc;        /* 0: off, 1: auto */
     int cuda_aware; /* -1: auto, 0, 1 */
 } ring__tuning_t;

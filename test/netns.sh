@@ -135,7 +135,7 @@ fi
 # Device buffers (the emulated device) across hosts: hierarchical, IPC
 # within each host and staged across; flat, staged over the ring.
 script_launch "2+2 hierarchical test_ring_device" 4 test/test_ring_device \
-    --emulate delay:3 --staging-bytes 64K --hier
+    --emulate delay:3 --staging-bytes 64K --ipc-bytes 64K --hier
 script_launch "2+1 test_ring_device" 3 test/test_ring_device --emulate 1 \
     --staging-bytes 64K
 # Shared memory cannot span hosts: forcing it must fail hvd_init, by name.

@@ -14,7 +14,8 @@
  *
  * Options: --emulate MODE sets HVD_DEVICE_EMULATE (1, delay:SEED, guard;
  * without it a GPU is needed, else the test skips); --staging-bytes N sets
- * HVD_RING_STAGING_BYTES, so that small areas force many chunks;
+ * HVD_RING_STAGING_BYTES and --ipc-bytes N HVD_RING_IPC_BYTES, so that
+ * small areas force many chunks (staged, and on the IPC path);
  * --intranode auto|shm|ring picks the context's path within the node;
  * --ipc auto|off sets HVD_RING_IPC: within a node, large allreduces read
  * each other's device memory (ring/ipc.c) or stage through the shared
@@ -361,6 +362,7 @@ int main(int argc, char **argv)
     static const char *const env_options[][2] = {
         {"--emulate", "HVD_DEVICE_EMULATE"},
         {"--staging-bytes", "HVD_RING_STAGING_BYTES"},
+        {"--ipc-bytes", "HVD_RING_IPC_BYTES"},
         {"--ipc", "HVD_RING_IPC"},
         {"--cuda-aware", "HVD_CUDA_AWARE"}};
     const char *intranode = "auto";
