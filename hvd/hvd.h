@@ -166,6 +166,14 @@ typedef struct {
      * rank may have joined. Each rank's optimizer state is then current
      * only for its share: hvd_dist_opt_sync_state before saving it. */
     float *shard_params;
+    /* NULL, or for device gradients the stream that writes them (a
+     * model's compute stream): the backward hook may then report a
+     * gradient as soon as its work is queued there, without waiting for
+     * it (its allreduce waits for an event on stream: the _stream
+     * variants), and step leaves the reduced gradients ordered on stream
+     * instead of waiting for them: inner.step must queue its work on
+     * stream. HVD_ERR_ARG with host gradients. */
+    struct ring_stream *stream;
 } hvd_dist_opt_options_t;
 
 typedef struct hvd_dist_opt hvd_dist_opt_t;

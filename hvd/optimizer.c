@@ -17,8 +17,12 @@
  * device: the mean over passes and the fp16 compression are kernels on
  * the optimizer's stream (ring_dev_t's divide and convert), waited for
  * before the allreduce reads them, and the compressed halves live in
- * device memory. The sharded step updates on the host: it takes host
- * gradients only.
+ * device memory. With options.stream (the caller's compute stream) they
+ * go on that stream instead and nothing is waited for on the host but
+ * the allreduces themselves: each allreduce waits for an event on the
+ * stream, and step makes the stream wait for the results (the _stream
+ * variants), so backward need not finish a gradient before reporting it.
+ * The sharded step updates on the host: it takes host gradients only.
  *
  * Left out: anything about the model itself; hvd sees only named float
  * arrays and a step callback. */
@@ -41,8 +45,15 @@ struct hvd_dist_opt {
     float *base;             /* sharded: where the gradients' range starts */
     int update_status;       /* sharded: the first failure of inner.update */
     const ring_dev_t *dev;   /* the gradients are its memory; NULL: host */
-    ring_stream_t *stream;   /* dev's: passes' means and conversions */
+    ring_stream_t *stream;   /* dev's: passes' means and conversions;
+                                the caller's (options.stream), or ours */
 };
+
+/* Whether the caller's stream orders the gradients (options.stream). */
+static int hvd__dist_opt_on_caller(const hvd_dist_opt_t *opt)
+{
+    return opt->options.stream != NULL;
+}
 
 void hvd_dist_opt_free(hvd_dist_opt_t **optp)
 {
@@ -56,7 +67,8 @@ void hvd_dist_opt_free(hvd_dist_opt_t **optp)
         else if (opt->halves)
             free(opt->halves[i]);
     }
-    if (opt->dev) opt->dev->stream_destroy(opt->stream);
+    if (opt->dev && !hvd__dist_opt_on_caller(opt))
+        opt->dev->stream_destroy(opt->stream);
     free(opt->names);
     free(opt->grads);
     free(opt->counts);
@@ -115,7 +127,14 @@ static int hvd__dist_opt_kind(hvd_dist_opt_t *opt)
                  "device gradients: the sharded step updates on the host");
         return HVD_ERR_ARG;
     }
-    if (opt->dev && opt->dev->stream_create(&opt->stream) != RING_OK) {
+    if (opt->options.stream && !opt->dev) {
+        hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_create: a stream with host "
+                 "gradients: options.stream orders device gradients only");
+        return HVD_ERR_ARG;
+    }
+    if (opt->options.stream)
+        opt->stream = opt->options.stream;
+    else if (opt->dev && opt->dev->stream_create(&opt->stream) != RING_OK) {
         opt->dev = NULL; /* nothing to destroy */
         hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_create: no device stream");
         return HVD_ERR_ARG;
@@ -144,7 +163,7 @@ int hvd_dist_opt_create(hvd_dist_opt_t **optp, hvd_optimizer_t inner,
                         float *const *grads, const size_t *counts,
                         const hvd_dist_opt_options_t *options)
 {
-    hvd_dist_opt_options_t defaults = {1, 0, HVD_AVERAGE, NULL};
+    hvd_dist_opt_options_t defaults = {1, 0, HVD_AVERAGE, NULL, NULL};
     const hvd_dist_opt_options_t *o = options ? options : &defaults;
     if (!optp || !inner.step || (ntensors && (!names || !grads || !counts)) ||
         o->backward_passes_per_step < 1 ||
@@ -221,7 +240,8 @@ static void hvd__dist_opt_mean_of_passes(const hvd_dist_opt_t *opt, float *g,
 }
 
 /* The same with device gradients, and the compression: queued on the
- * optimizer's stream and done before the allreduce reads them. */
+ * optimizer's stream and done before the allreduce reads them (on the
+ * caller's stream, ordered before the allreduce's event). */
 static int hvd__dist_opt_prepare_device(hvd_dist_opt_t *opt, size_t i)
 {
     const ring_dev_t *dev = opt->dev;
@@ -232,7 +252,8 @@ static int hvd__dist_opt_prepare_device(hvd_dist_opt_t *opt, size_t i)
     if (s == RING_OK && opt->options.fp16_compression)
         s = dev->convert(opt->halves[i], RING_FLOAT16, opt->grads[i],
                          RING_FLOAT32, opt->counts[i], opt->stream);
-    if (s == RING_OK) s = dev->stream_sync(opt->stream);
+    if (s == RING_OK && !hvd__dist_opt_on_caller(opt))
+        s = dev->stream_sync(opt->stream);
     return s; /* ring's statuses are hvd's numbers */
 }
 
@@ -249,12 +270,18 @@ static int hvd__dist_opt_start(hvd_dist_opt_t *opt, size_t i)
         if (opt->options.fp16_compression)
             ring_f32_to_f16_array(opt->halves[i], g, n);
     }
-    if (!opt->options.fp16_compression)
-        return hvd_allreduce_async(g, g, n, HVD_FLOAT32, opt->options.op,
-                                   opt->names[i], &opt->handles[i]);
-    return hvd_allreduce_async(opt->halves[i], opt->halves[i], n, HVD_FLOAT16,
-                               opt->options.op, opt->names[i],
-                               &opt->handles[i]);
+    void *buf = g;
+    hvd_dtype_t dtype = HVD_FLOAT32;
+    if (opt->options.fp16_compression) {
+        buf = opt->halves[i];
+        dtype = HVD_FLOAT16;
+    }
+    if (hvd__dist_opt_on_caller(opt))
+        return hvd_allreduce_async_stream(buf, buf, n, dtype,
+                                          opt->options.op, opt->names[i],
+                                          opt->stream, &opt->handles[i]);
+    return hvd_allreduce_async(buf, buf, n, dtype, opt->options.op,
+                               opt->names[i], &opt->handles[i]);
 }
 
 /* The reduced halves back into the gradients. */
@@ -336,14 +363,16 @@ int hvd_dist_opt_step(hvd_dist_opt_t *opt)
             status = hvd__dist_opt_start(opt, i);
     for (size_t i = 0; i < opt->ntensors; i++) {
         if (!opt->handles[i]) continue;
-        int s = hvd_wait(opt->handles[i]);
+        int s = hvd__dist_opt_on_caller(opt)
+                    ? hvd_wait_stream(opt->handles[i], opt->stream)
+                    : hvd_wait(opt->handles[i]);
         opt->handles[i] = NULL;
         if (status == HVD_OK) status = s;
         if (s == HVD_OK && opt->options.fp16_compression)
             s = hvd__dist_opt_expand(opt, i);
         if (status == HVD_OK) status = s;
     }
-    if (opt->dev && status == HVD_OK)
+    if (opt->dev && !hvd__dist_opt_on_caller(opt) && status == HVD_OK)
         status = opt->dev->stream_sync(opt->stream);
     if (status != HVD_OK) return status;
     return opt->inner.step(opt->inner.ctx); /* its statuses are ours */

@@ -73,7 +73,7 @@ static void test_misuse(int size)
     const char *names[2] = {"misuse.a", "misuse.b"};
     const char *no_name[2] = {"misuse.a", NULL};
     hvd_optimizer_t inner = {noop_step, NULL, NULL};
-    hvd_dist_opt_options_t sum = {1, 0, HVD_SUM, NULL};
+    hvd_dist_opt_options_t sum = {1, 0, HVD_SUM, NULL, NULL};
     hvd_dist_opt_t *opt = (hvd_dist_opt_t *)&opt; /* must become NULL */
     const char *create = "error: hvd_dist_opt_create: ";
     char want[128];
@@ -129,7 +129,7 @@ static void test_shard_misuse(int rank, int size)
     const char *names[2] = {"shard.a", "shard.b"};
     hvd_optimizer_t inner = {noop_step, NULL, noop_update};
     hvd_optimizer_t no_update = {noop_step, NULL, NULL};
-    hvd_dist_opt_options_t shard = {1, 0, HVD_AVERAGE, p};
+    hvd_dist_opt_options_t shard = {1, 0, HVD_AVERAGE, p, NULL};
     hvd_dist_opt_options_t fp16 = {1, 1, HVD_AVERAGE, p};
     hvd_dist_opt_t *opt = NULL;
     const char *create = "error: hvd_dist_opt_create: shard_params";
@@ -261,8 +261,8 @@ static void train(const hvd_dist_opt_options_t *opts, int shard,
     o.shard_params = shard ? m.param_slab : NULL;
     hvd_dist_opt_t *opt;
     /* Bad arguments are refused, leaving no optimizer behind. */
-    hvd_dist_opt_options_t no_passes = {0, 0, HVD_AVERAGE, NULL};
-    hvd_dist_opt_options_t max_op = {1, 0, HVD_MAX, NULL};
+    hvd_dist_opt_options_t no_passes = {0, 0, HVD_AVERAGE, NULL, NULL};
+    hvd_dist_opt_options_t max_op = {1, 0, HVD_MAX, NULL, NULL};
     const char *invalid = "error: hvd_dist_opt_create: invalid argument (NULL "
                           "array or step, backward_passes_per_step < 1, or "
                           "an op other than average or sum)";
@@ -337,7 +337,7 @@ static void expect_close(const float *x, const float *want, size_t count,
 
 int main(int argc, char **argv)
 {
-    hvd_dist_opt_options_t o = {1, 0, HVD_AVERAGE, NULL};
+    hvd_dist_opt_options_t o = {1, 0, HVD_AVERAGE, NULL, NULL};
     int shard = 0, ring = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "fp16") == 0) o.fp16_compression = 1;

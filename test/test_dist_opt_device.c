@@ -6,8 +6,10 @@
  * device gradients, copied back, must equal the host ones bit for bit
  * (the device path averages, divides by the passes and compresses with
  * the same arithmetic), with averaging, summing, fp16 compression and
- * backward_passes_per_step 2. The wrapped step checks that it sees the
- * gradients already reduced. Also: gradients of mixed kinds, and a
+ * backward_passes_per_step 2; and with options.stream, the gradients
+ * written, reported and read back on the caller's stream with no sync in
+ * between (the delay mode then shows any missing order). The wrapped step
+ * counts its calls. Also: gradients of mixed kinds, and a
  * sharded step on device gradients, are refused by name; device
  * parameters broadcast from rank 0 replace every rank's own.
  *
@@ -62,7 +64,17 @@ static float grad_value(int step, int pass, size_t t, size_t i)
     return ((float)(h % 2001) - 1000.0f) / 37.0f;
 }
 
-/* One configuration: both optimizers trained STEPS steps. */
+/* dst from src, queued on s; on the test's own stream, waited for. */
+static void dev_copy_on(void *dst, const void *src, size_t nbytes,
+                        ring_stream_t *s)
+{
+    TEST_EQ(dev->copy(dst, src, nbytes, s ? s : stream), RING_OK);
+    if (!s) TEST_EQ(dev->stream_sync(stream), RING_OK);
+}
+
+/* One configuration: both optimizers trained STEPS steps. With
+ * o.stream, the device side never waits for that stream but at the end
+ * of a step, as a training loop on a GPU would. */
 static void compare(const char *what, hvd_dist_opt_options_t o)
 {
     size_t total = 0, off[NTENSORS];
@@ -71,6 +83,9 @@ static void compare(const char *what, hvd_dist_opt_options_t o)
         total += counts[t];
     }
     float *host = calloc(total, sizeof *host), *back = calloc(total, 4);
+    /* What goes up: the host optimizer reduces host in place while the
+     * copy up may still be queued. */
+    float *up = calloc(total, sizeof *up);
     float *slab = NULL, *hg[NTENSORS], *dg[NTENSORS];
     TEST_EQ(dev->alloc((void **)&slab, total * sizeof(float)), RING_OK);
     char hnames[NTENSORS][16], dnames[NTENSORS][16];
@@ -87,7 +102,9 @@ static void compare(const char *what, hvd_dist_opt_options_t o)
     hvd_dist_opt_t *hopt = NULL, *dopt = NULL;
     hvd_optimizer_t hinner = {count_steps, &hsteps, NULL};
     hvd_optimizer_t dinner = {count_steps, &dsteps, NULL};
-    TEST_EQ(hvd_dist_opt_create(&hopt, hinner, NTENSORS, hn, hg, counts, &o),
+    hvd_dist_opt_options_t ho = o;
+    ho.stream = NULL; /* host gradients */
+    TEST_EQ(hvd_dist_opt_create(&hopt, hinner, NTENSORS, hn, hg, counts, &ho),
             HVD_OK);
     TEST_EQ(hvd_dist_opt_create(&dopt, dinner, NTENSORS, dn, dg, counts, &o),
             HVD_OK);
@@ -98,7 +115,8 @@ static void compare(const char *what, hvd_dist_opt_options_t o)
             for (int t = 0; t < NTENSORS; t++)
                 for (size_t i = 0; i < counts[t]; i++)
                     hg[t][i] += grad_value(step, pass, (size_t)t, i);
-            dev_copy(slab, host, total * sizeof *host);
+            memcpy(up, host, total * sizeof *host);
+            dev_copy_on(slab, up, total * sizeof *up, o.stream);
             /* Device tensors in another order than the host ones. */
             for (int t = 0; t < NTENSORS; t++) {
                 TEST_EQ(hvd_dist_opt_grad_ready(hopt, (size_t)t), HVD_OK);
@@ -108,8 +126,11 @@ static void compare(const char *what, hvd_dist_opt_options_t o)
             }
             TEST_EQ(hvd_dist_opt_step(hopt), HVD_OK);
             TEST_EQ(hvd_dist_opt_step(dopt), HVD_OK);
+            /* up is rewritten next pass: the copy up must be done. */
+            if (o.stream) TEST_EQ(dev->stream_sync(o.stream), RING_OK);
         }
-        dev_copy(back, slab, total * sizeof *back);
+        dev_copy_on(back, slab, total * sizeof *back, o.stream);
+        if (o.stream) TEST_EQ(dev->stream_sync(o.stream), RING_OK);
         if (memcmp(back, host, total * sizeof *host) != 0) {
             size_t i = 0;
             while (back[i] == host[i]) i++;
@@ -124,6 +145,7 @@ static void compare(const char *what, hvd_dist_opt_options_t o)
     dev->release(slab);
     free(host);
     free(back);
+    free(up);
 }
 
 static void test_misuse(void)
@@ -139,8 +161,15 @@ static void test_misuse(void)
     TEST_SAYS(hvd_dist_opt_create(&opt, inner, 2, nm, mixed, two, NULL),
               HVD_ERR_ARG, "all be host or all device memory");
     TEST_TRUE(opt == NULL);
+    float *host_only[2] = {host, host + 2};
+    const size_t twos[2] = {2, 2};
+    hvd_dist_opt_options_t on_stream = {1, 0, HVD_AVERAGE, NULL, stream};
+    TEST_SAYS(hvd_dist_opt_create(&opt, inner, 2, nm, host_only, twos,
+                                  &on_stream),
+              HVD_ERR_ARG, "a stream with host gradients");
+    TEST_TRUE(opt == NULL);
     float params[8];
-    hvd_dist_opt_options_t shard = {1, 0, HVD_AVERAGE, params};
+    hvd_dist_opt_options_t shard = {1, 0, HVD_AVERAGE, params, NULL};
     float *dev_only[2] = {d, d + 2};
     const size_t halves[2] = {2, 2};
     hvd_optimizer_t sharded = {count_steps, &steps, no_update};
@@ -178,11 +207,18 @@ int main(int argc, char **argv)
     if (status != 0) return status;
     dev = ring_dev();
     if (!dev || dev->stream_create(&stream) != RING_OK) return TEST_HARD_ERROR;
-    compare("average", (hvd_dist_opt_options_t){1, 0, HVD_AVERAGE, NULL});
-    compare("sum", (hvd_dist_opt_options_t){1, 0, HVD_SUM, NULL});
-    compare("fp16", (hvd_dist_opt_options_t){1, 1, HVD_AVERAGE, NULL});
+    compare("average", (hvd_dist_opt_options_t){1, 0, HVD_AVERAGE, NULL, NULL});
+    compare("sum", (hvd_dist_opt_options_t){1, 0, HVD_SUM, NULL, NULL});
+    compare("fp16", (hvd_dist_opt_options_t){1, 1, HVD_AVERAGE, NULL, NULL});
     compare("passes=2 fp16",
-            (hvd_dist_opt_options_t){2, 1, HVD_AVERAGE, NULL});
+            (hvd_dist_opt_options_t){2, 1, HVD_AVERAGE, NULL, NULL});
+    ring_stream_t *caller = NULL;
+    TEST_EQ(dev->stream_create(&caller), RING_OK);
+    compare("on the caller's stream",
+            (hvd_dist_opt_options_t){1, 0, HVD_AVERAGE, NULL, caller});
+    compare("on the caller's stream, passes=2 fp16",
+            (hvd_dist_opt_options_t){2, 1, HVD_AVERAGE, NULL, caller});
+    dev->stream_destroy(caller);
     test_misuse();
     test_broadcast_parameters();
     dev->stream_destroy(stream);
