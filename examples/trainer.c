@@ -150,8 +150,16 @@ int trainer_dist_opt_create(hvd_dist_opt_t **opt, trainer_sgd_t *sgd,
         }
         /* hvd copies the arrays: they are ours to free. */
         hvd_optimizer_t inner = {trainer_sgd_step, sgd, trainer_sgd_update};
+        /* On a GPU the optimizer orders itself after backward on the
+         * model's stream (a CUDA stream is a ring_stream_t there), so
+         * backward reports each gradient when it is queued, not done. */
+        hvd_dist_opt_options_t o = {1, 0, HVD_AVERAGE, NULL, NULL};
+        if (options) o = *options;
+        if (!o.stream && !o.shard_params)
+            o.stream = (struct ring_stream *)model_stream(m);
         status = hvd_dist_opt_create(opt, inner, n, names, grads, counts,
-                                     options);
+                                     &o);
+        if (status == HVD_OK && o.stream) sgd->m->hooks_queued = 1;
     }
     free(names);
     free(grads);

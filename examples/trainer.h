@@ -54,7 +54,9 @@ typedef struct {
 } trainer_sgd_t;
 
 /* hvd's DistributedOptimizer over every parameter tensor of sgd->m, named
- * as the model names them, wrapping sgd; options as hvd_dist_opt_create. */
+ * as the model names them, wrapping sgd; options as hvd_dist_opt_create.
+ * On a GPU (model_stream) it takes the model's stream, and sgd->m's
+ * backward hooks then fire when a gradient is queued (hooks_queued). */
 int trainer_dist_opt_create(hvd_dist_opt_t **opt, trainer_sgd_t *sgd,
                             const hvd_dist_opt_options_t *options);
 

@@ -34,6 +34,9 @@ typedef struct model__backend {
     int (*download)(void *host_dst, const void *src, size_t bytes);
     /* Waits until what was queued is done; its first failure, if any. */
     int (*finish)(void);
+    /* Where work is queued, as the platform's handle (a cudaStream_t);
+     * NULL where work is done when its call returns. */
+    void *(*stream)(void);
     void (*fill)(float *x, float value, size_t count);
 
     /* ---- layers (models/model_internal.h says what each computes) ---- */

@@ -19,6 +19,7 @@ static int cpu_copy(void *dst, const void *src, size_t bytes)
 }
 
 static int cpu_finish(void) { return MODEL_OK; }
+static void *cpu_stream(void) { return NULL; }
 
 static void cpu_fill(float *x, float value, size_t count)
 {
@@ -49,6 +50,7 @@ static const model__backend_t model__cpu = {
     .upload = cpu_copy,
     .download = cpu_copy,
     .finish = cpu_finish,
+    .stream = cpu_stream,
     .fill = cpu_fill,
     .linear_forward = model__linear_forward,
     .linear_backward = model__linear_backward,

@@ -115,6 +115,8 @@ static int cuda_finish(void)
     return take_error(cudaStreamSynchronize(stream));
 }
 
+static void *cuda_stream(void) { return (void *)stream; }
+
 static void cuda_fill(float *x, float value, size_t count)
 {
     note_cuda(model__cuda_fill(x, value, count, stream));
@@ -295,6 +297,7 @@ static const model__backend_t model__cuda = {
     .upload = cuda_upload,
     .download = cuda_download,
     .finish = cuda_finish,
+    .stream = cuda_stream,
     .fill = cuda_fill,
     .linear_forward = cuda_linear_forward,
     .linear_backward = cuda_linear_backward,

@@ -95,6 +95,11 @@ const char *model_backend_name(const model_t *m)
     return m && m->backend ? m->backend->name : "none";
 }
 
+void *model_stream(const model_t *m)
+{
+    return m && m->backend ? m->backend->stream() : NULL;
+}
+
 /* ---- model tables ---- */
 
 typedef struct {
@@ -540,12 +545,12 @@ int model_backward(model_t *m, model_grad_hook_t hook, void *hook_ctx)
                            m->grad_slab + m->params[l->w_idx].offset,
                            m->grad_slab + m->params[l->b_idx].offset);
             /* Final now: communication may start while backward goes on.
-             * On a device, once the queued work is done: the hook hands
-             * the gradient to a reader on another stream (an event per
-             * parameter, instead of waiting, is to come). */
+             * On a device, once the queued work is done, unless the
+             * reader orders itself after it on model_stream. */
             if (hook) {
-                int rc = m->device == MODEL_DEVICE_CPU ? MODEL_OK
-                                                       : m->backend->finish();
+                int rc = m->device == MODEL_DEVICE_CPU || m->hooks_queued
+                             ? MODEL_OK
+                             : m->backend->finish();
                 if (rc) return rc;
                 rc = hook(hook_ctx, (size_t)l->b_idx);
                 if (!rc) rc = hook(hook_ctx, (size_t)l->w_idx);

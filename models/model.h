@@ -107,6 +107,10 @@ typedef struct {
     int have_loss;               /* model_loss ran since the last forward */
     int grad_accumulate;         /* 0 (default): backward overwrites grads;
                                     1: backward adds to them */
+    int hooks_queued;            /* 0 (default): on a device, backward's
+                                    hook sees a gradient done; 1: queued
+                                    on model_stream (the reader orders
+                                    itself after it there) */
     uint64_t rng_state;          /* dropout's generator; checkpoint it */
     model_device_t device;       /* where it all lives */
     const struct model__backend *backend; /* the device's operations */
@@ -152,6 +156,12 @@ int model_init(model_t *m, const char *kind, int batch_max, uint64_t seed);
 /* What m runs on, in words: "cpu", "cuda", "cuda (emulated)". */
 const char *model_backend_name(const model_t *m);
 
+/* The stream m's work is queued on, as the platform's handle (a
+ * cudaStream_t on "cuda"), for a reader that orders itself after it
+ * (m->hooks_queued); NULL where work is done when it returns (the CPU,
+ * the emulated device). */
+void *model_stream(const model_t *m);
+
 /* Releases what model_init allocated; accepts NULL or a zeroed model and
  * leaves *m zeroed. */
 void model_free(model_t *m);
@@ -186,8 +196,9 @@ const float *model_logits(const model_t *m);
 int model_loss(model_t *m, const int *labels, int batch, float *loss);
 
 /* Called by backward with a parameter's index as soon as that parameter's
- * gradient is final in grad_slab. A non-zero return stops backward, which
- * returns it. */
+ * gradient is final in grad_slab (on a device with m->hooks_queued: as
+ * soon as the work that makes it is queued on model_stream). A non-zero
+ * return stops backward, which returns it. */
 typedef int (*model_grad_hook_t)(void *ctx, size_t param_idx);
 
 /* Gradients of the last model_loss into grad_slab (overwritten, or added
