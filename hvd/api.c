@@ -374,10 +374,21 @@ static int hvd__wait_done(hvd_handle_t handle)
     return handle->status;
 }
 
+const char *hvd_last_error(void) { return hvd__thread_error(); }
+
+/* A failed request's message, as the caller's last error. */
+static void hvd__take_error(hvd_handle_t handle, int status)
+{
+    if (status != HVD_OK)
+        hvd__set_thread_error(handle->error ? handle->error
+                                            : hvd_strerror(status));
+}
+
 int hvd_wait(hvd_handle_t handle)
 {
     if (!handle) return HVD_ERR_ARG;
     int status = hvd__wait_done(handle);
+    hvd__take_error(handle, status);
     hvd__handle_free(handle);
     return status;
 }
@@ -391,6 +402,7 @@ int hvd_wait_stream(hvd_handle_t handle, struct ring_stream *stream)
                             : "the handle is not from a stream variant "
                               "(use hvd_wait)");
     int status = hvd__wait_done(handle);
+    hvd__take_error(handle, status);
     /* The engine has synchronised its stream before completing, so this
      * costs the caller's stream nothing today; it is the contract that a
      * later engine, leaving its stream running, will keep. */

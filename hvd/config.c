@@ -28,6 +28,15 @@ double hvd__now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+static _Thread_local char hvd__last_error[1024];
+
+const char *hvd__thread_error(void) { return hvd__last_error; }
+
+void hvd__set_thread_error(const char *text)
+{
+    snprintf(hvd__last_error, sizeof hvd__last_error, "%s", text);
+}
+
 void hvd__log(hvd__log_level_t level, const char *fmt, ...)
 {
     if (level > hvd__log_level) return;
@@ -36,6 +45,7 @@ void hvd__log(hvd__log_level_t level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    if (level == HVD__LOG_ERROR) hvd__set_thread_error(line);
     /* One fprintf per line, so lines of different ranks do not interleave. */
     if (hvd__log_rank < 0)
         fprintf(stderr, "hvd %s: %s\n", hvd__level_names[level], line);

@@ -67,6 +67,12 @@ extern int hvd__log_rank;
  * interleave; nothing above HVD_LOG_LEVEL. */
 void hvd__log(hvd__log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The text of the last error line logged on the calling thread ("" when
+ * none since the last clear), and setting it (hvd_last_error's, and a
+ * failed request's message carried from the engine's thread to hvd_wait's
+ * caller). */
+const char *hvd__thread_error(void);
+void hvd__set_thread_error(const char *text);
 /* An error line for an MPI call that returned rc: where, which call, and
  * MPI's own text for rc. */
 void hvd__log_mpi_error(int rc, const char *call, const char *file, int line);

@@ -359,6 +359,7 @@ int hvd__execute(const hvd__response_t *resp, hvd_handle_t *hs,
 {
     int n = resp->head.ndescs, status = resp->head.status;
     double start = hvd__now();
+    hvd__set_thread_error(""); /* what fails below says why, not before */
     for (int i = 0; i < n; i++) {
         if (!hs[i]) continue;
         hvd__timeline_event(resp->descs[i].name, "NEGOTIATE",

@@ -132,6 +132,12 @@ int hvd_barrier(void);
  * with zeros until all have joined, then returns. */
 int hvd_join(void);
 const char *hvd_strerror(int status);
+/* The message of the last error hvd reported to the calling thread: of a
+ * call it refused (what hvd_strerror cannot say: which argument), or of a
+ * collective that failed, from the hvd_wait that returned it (e.g. the
+ * ranks' differing counts); "" when there was none. Kept until the
+ * thread's next error; for bindings that raise it as an exception. */
+const char *hvd_last_error(void);
 
 /* ---- the DistributedOptimizer ---- */
 /* Wraps an optimizer it knows only through this interface (hvd does not

@@ -132,6 +132,7 @@ void hvd__handle_free(hvd_handle_t h)
         ring_dev()->event_destroy(h->ready_ev);
         ring_dev()->event_destroy(h->done_ev);
     }
+    free(h->error);
     free(h);
 }
 
@@ -142,11 +143,16 @@ void hvd__complete_many(hvd_handle_t *hs, size_t n, int status)
      * tensor (the optimizer's step waits on the first layer, reduced last)
      * woke for nothing and took the core from the engine mid-step. */
     int wake = 0;
+    /* A failure's message, logged on this thread, goes with each handle to
+     * its caller's hvd_last_error; then it is spent. */
+    const char *error = status == HVD_OK ? NULL : hvd__thread_error();
+    if (error && !*error) error = hvd_strerror(status);
     pthread_mutex_lock(&hvd__engine.mu);
     for (size_t i = 0; i < n; i++) {
         if (!hs[i]) continue;
         hvd__index_del(&hvd__engine.inflight, hs[i]->desc.name);
         hs[i]->status = status;
+        if (error) hs[i]->error = strdup(error);
         wake |= hs[i]->waited;
         /* Last: a waiter that sees done without mu (hvd__wait_done) may
          * free the handle at once, and release makes status seen. */
@@ -154,6 +160,7 @@ void hvd__complete_many(hvd_handle_t *hs, size_t n, int status)
     }
     if (wake) pthread_cond_broadcast(&hvd__engine.done_cv);
     pthread_mutex_unlock(&hvd__engine.mu);
+    if (error) hvd__set_thread_error("");
 }
 
 void hvd__complete(hvd_handle_t h, int status)

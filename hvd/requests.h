@@ -84,6 +84,8 @@ struct hvd_handle {
      * handle. */
     ring_event_t *ready_ev, *done_ev;
     int status;               /* valid once done */
+    char *error;              /* with a failed status: the engine's message
+                                 for it (malloc'd), for hvd_last_error */
     _Atomic int done;         /* set under mu; hvd_wait may also spin on
                                  it without */
     int waited;               /* under mu: a caller sleeps until done */

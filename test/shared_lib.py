@@ -3,7 +3,8 @@
 will load it (ctypes, no compiled extension), under mpirun: hvd_init with
 no arguments, the ranks' numbers, allreduces of float32 (sum, average),
 int32 (min, max) and float64 (product), an async one waited for, a
-broadcast, an error status for a bad call (not a crash), hvd_shutdown.
+broadcast, an error status for a bad call (not a crash) and its message
+from hvd_last_error, hvd_shutdown.
 Prints "shared_lib n=N: ok" on rank 0; exits 1 on the first wrong value."""
 import ctypes
 import sys
@@ -17,6 +18,7 @@ def main():
     # for libmpi's symbols in the global scope.
     lib = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
     lib.hvd_strerror.restype = ctypes.c_char_p
+    lib.hvd_last_error.restype = ctypes.c_char_p
     size_t = ctypes.c_size_t
 
     def check(status, what):
@@ -64,9 +66,13 @@ def main():
     check(lib.hvd_broadcast(b, size_t(n), INT32, size - 1, b"bcast"), "hvd_broadcast")
     expect("broadcast", b, [(size - 1) * 10 + 7] * n)
 
-    # A bad call returns an error status (HVD_ERR_ARG), it does not abort.
+    # A bad call returns an error status (HVD_ERR_ARG), it does not abort,
+    # and its message is there to raise (hvd_last_error).
     if lib.hvd_allreduce(a, a, size_t(n), 99, SUM, b"bad.dtype") == 0:
         failed.append("a bad dtype was taken")
+    message = lib.hvd_last_error().decode()
+    if message != "hvd_allreduce: unknown dtype":
+        failed.append("hvd_last_error after a bad dtype: %r" % message)
 
     for line in failed:
         print("FAIL:", line, file=sys.stderr)

@@ -2,13 +2,15 @@
  *
  * - Mismatches: the last rank disagrees with the others on a collective of
  *   the same name (count, dtype, op, broadcast root, allgather count, kind,
- *   or the count of an unnamed one); every rank gets HVD_ERR_MISMATCH, no
- *   output buffer is touched, and requests fused beside it still succeed.
+ *   or the count of an unnamed one); every rank gets HVD_ERR_MISMATCH and,
+ *   from hvd_last_error, the engine's message; no output buffer is
+ *   touched, and requests fused beside it still succeed.
  * - A name already in flight on a rank: the second call fails at once with
  *   HVD_ERR_STATE and makes no handle; the first completes normally.
  * - Bad arguments fail with HVD_ERR_ARG before anything is sent, and say
- *   which function and why (names of 200 bytes and names starting with
- *   "__" included); a name of 199 bytes works.
+ *   which function and why, on stderr and in hvd_last_error (names of 200
+ *   bytes and names starting with "__" included); a name of 199 bytes
+ *   works.
  * - After each error, a good allreduce of the same name works.
  * - hvd_strerror knows every status.
  */
@@ -52,6 +54,10 @@ static void expect_mismatch(int status, const char *what, const int32_t *out,
         TEST_FAIL("mismatch n=%d %s (rank %d differs): returned %d (%s), not "
                   "HVD_ERR_MISMATCH", size, what, odd, status,
                   hvd_strerror(status));
+    /* The engine's message reaches the caller (hvd_last_error). */
+    if (!strstr(hvd_last_error(), "ranks disagree"))
+        TEST_FAIL("mismatch n=%d %s: hvd_last_error is \"%s\"", size, what,
+                  hvd_last_error());
     for (int i = 0; i < 4 * COUNT; i++)
         if (out[i] != ref[i]) {
             TEST_FAIL("mismatch n=%d %s: output element %d was written (%d, "
@@ -206,6 +212,10 @@ static void test_bad_arguments(void)
               AR("NULL buffer with count > 0"));
     TEST_SAYS(hvd_allreduce(x, x, 4, (hvd_dtype_t)99, HVD_SUM, "bad"), a,
               AR("unknown dtype"));
+    /* The refusal's text, for bindings to raise (hvd_last_error). */
+    if (strcmp(hvd_last_error(), "hvd_allreduce: unknown dtype") != 0)
+        TEST_FAIL("hvd_last_error after a bad dtype: \"%s\"",
+                  hvd_last_error());
     TEST_SAYS(hvd_allreduce(x, x, 4, (hvd_dtype_t)-1, HVD_SUM, "bad"), a,
               AR("unknown dtype"));
     TEST_SAYS(hvd_allreduce(x, x, 4, HVD_FLOAT32, (hvd_op_t)99, "bad"), a,
