@@ -19,8 +19,9 @@
 
 /* Each counter in a cache line of its own: ranks poll each other's. */
 typedef struct {
-    _Alignas(64) _Atomic uint64_t posted;   /* segments whose inputs are in */
-    _Alignas(64) _Atomic uint64_t reduced;  /* segments of the own block done */
+    /* shm.c counts segments, ipc.c chunks */
+    _Alignas(64) _Atomic uint64_t posted;   /* ... whose inputs are in */
+    _Alignas(64) _Atomic uint64_t reduced;  /* ... of the own block done */
     _Alignas(64) _Atomic uint64_t released; /* chunks after which this rank
                                                reads no other rank's memory */
 } ring__ctl_t;

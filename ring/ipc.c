@@ -64,7 +64,8 @@
  * Across nodes (hierarchical), rank r's block of a chunk is reduced over
  * the node, then allreduced with the ranks of index r on the other nodes
  * (a staged context over ctx->cross), and only then published as reduced:
- * as shm.c's hierarchical stage does, so the result is its own. An AVERAGE is summed in both stages and divided once.
+ * as shm.c's hierarchical stage does, so the result is its own. An
+ * AVERAGE is summed in both stages and divided once.
  */
 #include <stdlib.h>
 #include "ring/ctl.h"
