@@ -198,6 +198,8 @@ out:
     return status;
 }
 
+int hvd_is_initialized(void) { return hvd__state == HVD__UP; }
+
 #define HVD__TOPOLOGY(fn, value)                                               \
     int fn(void)                                                               \
     {                                                                          \

@@ -65,6 +65,9 @@ int hvd_init(int *argc, char ***argv);
  * (it returns their status at once, also after shutdown). */
 int hvd_shutdown(void);
 
+/* 1 between hvd_init and hvd_shutdown, else 0 (never an error). */
+int hvd_is_initialized(void);
+
 /* Topology; HVD_ERR_STATE before init or after shutdown. hvd_rank() is
  * the rank in MPI_COMM_WORLD, which broadcast roots and allgather's layout
  * use, even where the ring runs through the ranks in another order (node

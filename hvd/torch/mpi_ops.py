@@ -1,0 +1,468 @@
+"""hvd/torch/mpi_ops.py: Horovod's tensor collectives (horovod.torch's
+mpi_ops) over hvd's engine: allreduce, grouped allreduce, broadcast and
+allgather of CPU and CUDA tensors, their asynchronous forms and the
+handles that complete them.
+
+A tensor's data pointer goes to the engine as it is; the tensor (and any
+copy made for it) is kept alive by its handle until synchronize. A CUDA
+tensor takes the engine's stream variants: its input is what PyTorch's
+current stream will have written, and the result is ordered on that
+stream, so neither side waits for the other's queued work (hvd/hvd.h)."""
+
+import ctypes
+import itertools
+
+import torch
+
+import hvd as _basics
+from hvd import _lib, _check, _error_text, _require_init
+
+# Horovod's reduction constants, and hvd's hvd_op_t for each.
+Average, Sum, Adasum, Min, Max, Product = range(6)
+_C_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
+_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min",
+             Max: "Max", Product: "Product"}
+
+# hvd_dtype_t of each dtype hvd reduces.
+_C_DTYPES = {torch.float32: 0, torch.float64: 1, torch.float16: 2,
+             torch.bfloat16: 3, torch.int32: 4, torch.int64: 5,
+             torch.uint8: 6}
+
+_STATUS_ARG, _STATUS_STATE = -1, -3  # hvd's refusals of a call
+
+
+class _Pending:
+    """One collective in flight: the engine's handle, the stream the
+    result is to be ordered on (CUDA), what synchronize returns, and
+    what it does to it first."""
+    __slots__ = ("c_handle", "stream", "output", "finish")
+
+    def __init__(self, c_handle, stream, output, finish):
+        self.c_handle, self.stream = c_handle, stream
+        self.output, self.finish = output, finish
+
+
+_handles = {}            # Horovod's int handles: a _Pending or a list
+_next_handle = itertools.count(1)
+
+
+def _register(entry):
+    handle = next(_next_handle)
+    _handles[handle] = entry
+    return handle
+
+
+def _reduce_op(op, average, what):
+    if average is not None:
+        if op is not None:
+            raise ValueError("%s: give op or average, not both" % what)
+        op = Average if average else Sum
+    op = Average if op is None else op
+    if op == Adasum:
+        raise ValueError("%s: op=Adasum is not supported by hvd" % what)
+    if op not in _C_OPS:
+        raise ValueError("%s: unknown op %r (Average, Sum, Min, Max or "
+                         "Product)" % (what, op))
+    return op
+
+
+def _c_name(name, what):
+    if name is None:
+        return None
+    if not isinstance(name, str):
+        raise TypeError("%s: name must be a str, got %s" %
+                        (what, type(name).__name__))
+    return name.encode()
+
+
+def _check_buffer(tensor, what):
+    """hvd's dtype of tensor and, for a CUDA tensor, the stream to order
+    its collective on; raises for what hvd cannot take."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError("%s: expected a torch.Tensor, got %s" %
+                        (what, type(tensor).__name__))
+    dtype = _C_DTYPES.get(tensor.dtype)
+    if dtype is None:
+        raise TypeError("%s: unsupported dtype %s (hvd takes %s)" %
+                        (what, tensor.dtype,
+                         ", ".join(str(t) for t in _C_DTYPES)))
+    if tensor.layout != torch.strided:
+        raise ValueError("%s: a %s tensor; hvd takes dense tensors" %
+                         (what, tensor.layout))
+    if not tensor.is_contiguous():
+        raise ValueError("%s: the tensor is not contiguous (shape %s, "
+                         "strides %s); pass tensor.contiguous()" %
+                         (what, tuple(tensor.shape), tensor.stride()))
+    if tensor.device.type == "cpu":
+        return dtype, None
+    if tensor.device.type != "cuda":
+        raise ValueError("%s: a tensor on %s; hvd takes cpu and cuda "
+                         "tensors" % (what, tensor.device))
+    if tensor.numel() and not _lib.ring_is_device_memory(tensor.data_ptr()):
+        raise ValueError("%s: a tensor on %s, but libhvd.so sees no device "
+                         "memory there (a build without CUDA?)" %
+                         (what, tensor.device))
+    # The legacy default stream is NULL to PyTorch, cudaStreamLegacy
+    # (0x1) to the runtime; hvd's stream variants refuse NULL.
+    return dtype, torch.cuda.current_stream(tensor.device).cuda_stream or 1
+
+
+def _start(what, tensor, submit, output, finish=None):
+    """Submits one in-place collective on tensor through
+    submit(ptr, dtype, stream, handle_ref) and returns its _Pending."""
+    _require_init()
+    dtype, stream = _check_buffer(tensor, what)
+    c_handle = ctypes.c_void_p()
+    status = submit(tensor.data_ptr(), dtype, stream, ctypes.byref(c_handle))
+    if status < 0:
+        error = (ValueError if status in (_STATUS_ARG, _STATUS_STATE)
+                 else _basics.HorovodInternalError)
+        raise error(_error_text(status))
+    return _Pending(c_handle, stream, output, finish)
+
+
+def _complete(entry):
+    """Waits for one _Pending; returns (result, None) or (None, message)."""
+    if entry.stream is None:
+        status = _lib.hvd_wait(entry.c_handle)
+    else:
+        status = _lib.hvd_wait_stream(entry.c_handle, entry.stream)
+    if status < 0:
+        return None, _error_text(status)
+    output = entry.output
+    return (entry.finish(output) if entry.finish else output), None
+
+
+def _check_scale(tensor, factor, what):
+    if factor != 1.0 and not tensor.is_floating_point():
+        raise ValueError("%s: a scale factor (%r) needs a floating-point "
+                         "tensor, not %s" % (what, factor, tensor.dtype))
+
+
+def _allreduce_pending(tensor, output, name, op, prescale, postscale, what):
+    """The allreduce of output in place, output holding tensor's values
+    (tensor itself for the in-place forms)."""
+    c_op = _C_OPS[op]
+    c_name = _c_name(name, what)
+    _check_scale(tensor, prescale, what)
+    _check_scale(tensor, postscale, what)
+    if output is not tensor:
+        output.copy_(tensor)
+    if prescale != 1.0:
+        output.mul_(prescale)
+
+    def submit(ptr, dtype, stream, handle):
+        if stream is None:
+            return _lib.hvd_allreduce_async(ptr, ptr, output.numel(), dtype,
+                                            c_op, c_name, handle)
+        return _lib.hvd_allreduce_async_stream(ptr, ptr, output.numel(),
+                                               dtype, c_op, c_name, stream,
+                                               handle)
+
+    finish = (lambda t: t.mul_(postscale)) if postscale != 1.0 else None
+    return _start(what, output, submit, output, finish)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None,
+                     prescale_factor=1.0, postscale_factor=1.0):
+    """Starts reducing tensor across ranks in place; returns a handle for
+    poll and synchronize (which returns tensor)."""
+    op = _reduce_op(op, average, "allreduce_async_")
+    return _register(_allreduce_pending(tensor, tensor, name, op,
+                                        prescale_factor, postscale_factor,
+                                        "allreduce_async_"))
+
+
+def allreduce_async(tensor, average=None, name=None, op=None,
+                    prescale_factor=1.0, postscale_factor=1.0):
+    """As allreduce_async_, into a new tensor; tensor is not changed."""
+    op = _reduce_op(op, average, "allreduce_async")
+    _check_buffer(tensor, "allreduce_async")
+    return _register(_allreduce_pending(tensor, torch.empty_like(tensor),
+                                        name, op, prescale_factor,
+                                        postscale_factor, "allreduce_async"))
+
+
+def allreduce_(tensor, average=None, name=None, op=None,
+               prescale_factor=1.0, postscale_factor=1.0):
+    return synchronize(allreduce_async_(tensor, average, name, op,
+                                        prescale_factor, postscale_factor))
+
+
+class _Allreduce(torch.autograd.Function):
+    """allreduce as a differentiable function: the gradient is reduced
+    the same way (Horovod's HorovodAllreduce)."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale, postscale):
+        ctx.args = op, prescale, postscale
+        return synchronize(allreduce_async(tensor, None, name, op, prescale,
+                                           postscale))
+
+    @staticmethod
+    def backward(ctx, grad):
+        op, prescale, postscale = ctx.args
+        return (synchronize(allreduce_async(grad.contiguous(), None, None, op,
+                                            prescale, postscale)),
+                None, None, None, None)
+
+
+def allreduce(tensor, average=None, name=None, compression=None, op=None,
+              prescale_factor=1.0, postscale_factor=1.0):
+    """The reduction of tensor across ranks, as a new tensor (through
+    compression when given: e.g. Compression.fp16)."""
+    op = _reduce_op(op, average, "allreduce")
+    if compression is None:
+        return _Allreduce.apply(tensor, name, op, prescale_factor,
+                                postscale_factor)
+    compressed, ctx = compression.compress(tensor)
+    reduced = _Allreduce.apply(compressed, name, op, prescale_factor,
+                               postscale_factor)
+    return compression.decompress(reduced, ctx)
+
+
+def _grouped(tensors, name, start):
+    names = ([None] * len(tensors) if name is None else
+             ["%s.%d" % (name, i) for i in range(len(tensors))])
+    entries = []
+    try:
+        for tensor, member in zip(tensors, names):
+            entries.append(start(tensor, member))
+    except Exception:
+        _complete_all(entries)  # the ones already started
+        raise
+    return _register(entries)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None,
+                             prescale_factor=1.0, postscale_factor=1.0):
+    """allreduce_async_ of each tensor, as one handle (synchronize
+    returns the list); the engine fuses them as it fuses any others."""
+    op = _reduce_op(op, average, "grouped_allreduce_async_")
+    return _grouped(tensors, name, lambda t, n: _allreduce_pending(
+        t, t, n, op, prescale_factor, postscale_factor,
+        "grouped_allreduce_async_"))
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None,
+                            prescale_factor=1.0, postscale_factor=1.0):
+    op = _reduce_op(op, average, "grouped_allreduce_async")
+    return _grouped(tensors, name, lambda t, n: _allreduce_pending(
+        t, torch.empty_like(t), n, op, prescale_factor, postscale_factor,
+        "grouped_allreduce_async"))
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None,
+                       prescale_factor=1.0, postscale_factor=1.0):
+    return synchronize(grouped_allreduce_async_(
+        tensors, average, name, op, prescale_factor, postscale_factor))
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=None,
+                      op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """The reductions of tensors, as new tensors (not differentiable)."""
+    if compression is None:
+        return synchronize(grouped_allreduce_async(
+            tensors, average, name, op, prescale_factor, postscale_factor))
+    packed = [compression.compress(t) for t in tensors]
+    reduced = grouped_allreduce_([c for c, _ in packed], average, name, op,
+                                 prescale_factor, postscale_factor)
+    return [compression.decompress(t, ctx)
+            for t, (_, ctx) in zip(reduced, packed)]
+
+
+def _broadcast_pending(tensor, output, root_rank, name, what):
+    c_name = _c_name(name, what)
+    if output is not tensor:
+        output.copy_(tensor)
+
+    def submit(ptr, dtype, stream, handle):
+        if stream is None:
+            return _lib.hvd_broadcast_async(ptr, output.numel(), dtype,
+                                            root_rank, c_name, handle)
+        return _lib.hvd_broadcast_async_stream(ptr, output.numel(), dtype,
+                                               root_rank, c_name, stream,
+                                               handle)
+
+    return _start(what, output, submit, output)
+
+
+def broadcast_async_(tensor, root_rank, name=None):
+    """Starts overwriting tensor with root_rank's, in place."""
+    return _register(_broadcast_pending(tensor, tensor, root_rank, name,
+                                        "broadcast_async_"))
+
+
+def broadcast_async(tensor, root_rank, name=None):
+    _check_buffer(tensor, "broadcast_async")
+    return _register(_broadcast_pending(tensor, torch.empty_like(tensor),
+                                        root_rank, name, "broadcast_async"))
+
+
+def broadcast_(tensor, root_rank, name=None):
+    return synchronize(broadcast_async_(tensor, root_rank, name))
+
+
+class _Broadcast(torch.autograd.Function):
+    """Horovod's HorovodBroadcast: the gradient is the ranks' average on
+    the root and zero elsewhere."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name):
+        ctx.root_rank = root_rank
+        return synchronize(broadcast_async(tensor, root_rank, name))
+
+    @staticmethod
+    def backward(ctx, grad):
+        reduced = synchronize(allreduce_async(grad.contiguous(), op=Average))
+        if _basics.rank() != ctx.root_rank:
+            reduced.zero_()
+        return reduced, None, None
+
+
+def broadcast(tensor, root_rank, name=None):
+    """root_rank's tensor, as a new tensor on every rank."""
+    return _Broadcast.apply(tensor, root_rank, name)
+
+
+# Dimensions an allgather's shape exchange carries.
+_MAX_DIMS = 16
+
+
+def _gather_fixed(tensor, output, name, what):
+    _require_init()
+    dtype, stream = _check_buffer(tensor, what)
+    if stream is not None:
+        # hvd_allgather is blocking and streamless: the input must be
+        # written before it reads it.
+        torch.cuda.current_stream(tensor.device).synchronize()
+    _check(_lib.hvd_allgather(tensor.data_ptr(), tensor.numel(),
+                              output.data_ptr(), dtype, _c_name(name, what)))
+    return output
+
+
+def _gathered_shapes(tensor, name, what):
+    """Every rank's (dtype code, device type, shape) of its tensor; raises
+    on every rank alike when they cannot be gathered together."""
+    dtype, _ = _check_buffer(tensor, what)
+    if not 1 <= tensor.dim() <= _MAX_DIMS:
+        ndim = -1
+    else:
+        ndim = tensor.dim()
+    meta = torch.zeros(3 + _MAX_DIMS, dtype=torch.int64)
+    meta[0], meta[1], meta[2] = dtype, int(tensor.is_cuda), ndim
+    if ndim > 0:
+        meta[3:3 + ndim] = torch.tensor(tensor.shape, dtype=torch.int64)
+    everyone = torch.empty(_basics.size() * meta.numel(), dtype=torch.int64)
+    _gather_fixed(meta, everyone, None if name is None else name + ".shape",
+                  what)
+    rows = everyone.view(_basics.size(), -1).tolist()
+    shapes = [tuple(row[3:3 + row[2]]) if row[2] > 0 else None
+              for row in rows]
+    for r, row in enumerate(rows):
+        if row[2] < 0:
+            raise ValueError("%s: rank %d gave a tensor of %s dimensions; "
+                             "allgather takes 1 to %d" % (what, r, "0 or "
+                             "too many", _MAX_DIMS))
+        if row[:2] != rows[0][:2] or shapes[r][1:] != shapes[0][1:]:
+            kinds = ["rank %d: %s %s %s" % (
+                q, next(k for k, v in _C_DTYPES.items() if v == rows[q][0]),
+                "cuda" if rows[q][1] else "cpu", list(shapes[q]))
+                for q in range(len(rows))]
+            raise _basics.HorovodInternalError(
+                "%s: ranks disagree on the dtype, device or the dimensions "
+                "after the first (%s)" % (what, "; ".join(kinds)))
+    return [shape[0] for shape in shapes]
+
+
+def _allgather(tensor, name, what="allgather"):
+    """The ranks' tensors concatenated along the first dimension (which
+    may differ across ranks), and those first dimensions."""
+    firsts = _gathered_shapes(tensor, name, what)
+    rest = tuple(tensor.shape[1:])
+    widest = max(firsts)
+    if widest == min(firsts):
+        out = tensor.new_empty((len(firsts) * widest,) + rest)
+        return _gather_fixed(tensor, out, name, what), firsts
+    # hvd's allgather takes equal counts: pad each rank's to the widest.
+    padded = tensor.new_zeros((widest,) + rest)
+    padded[:tensor.shape[0]] = tensor
+    out = _gather_fixed(padded, padded.new_empty((len(firsts) * widest,) +
+                                                 rest), name, what)
+    parts = [out[r * widest:r * widest + n] for r, n in enumerate(firsts)]
+    return torch.cat(parts), firsts
+
+
+class _Allgather(torch.autograd.Function):
+    """Horovod's HorovodAllgather: the gradient of each rank's part is its
+    slice of the ranks' averaged gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, name):
+        out, ctx.firsts = _allgather(tensor, name)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        reduced = synchronize(allreduce_async(grad.contiguous(), op=Average))
+        offset = sum(ctx.firsts[:_basics.rank()])
+        return reduced.narrow(0, offset, ctx.firsts[_basics.rank()]), None
+
+
+def allgather(tensor, name=None):
+    """Every rank's tensor concatenated along the first dimension, in rank
+    order; the first dimension may differ across ranks, the others (and
+    the dtype) may not. Blocking."""
+    return _Allgather.apply(tensor, name)
+
+
+def _complete_all(entries):
+    """Waits for every entry; returns the results and the first error."""
+    results, first_error = [], None
+    for entry in entries:
+        result, error = _complete(entry)
+        results.append(result)
+        first_error = first_error or error
+    return results, first_error
+
+
+def poll(handle):
+    """True when the collective(s) of handle are done (synchronize then
+    returns at once)."""
+    entry = _handles.get(handle)
+    if entry is None:
+        raise ValueError("hvd.poll: unknown handle %r" % (handle,))
+    entries = entry if isinstance(entry, list) else [entry]
+    return all(_lib.hvd_poll(e.c_handle) != 0 for e in entries)
+
+
+def synchronize(handle):
+    """Waits for handle's collective(s) and returns the result (a list for
+    a grouped handle); raises HorovodInternalError with hvd's message when
+    it failed. A handle is synchronized once."""
+    entry = _handles.pop(handle, None)
+    if entry is None:
+        raise ValueError("hvd.synchronize: unknown handle %r (never "
+                         "returned, or already synchronized)" % (handle,))
+    if isinstance(entry, list):
+        results, error = _complete_all(entry)
+    else:
+        results, error = _complete(entry)
+    if error is not None:
+        raise _basics.HorovodInternalError(error)
+    return results
+
+
+def join(device=-1):
+    """This rank has no more batches: it takes part in the others'
+    collectives with zeros (averages still divide by size()) until every
+    rank has joined. Returns -1: hvd does not tell which rank joined
+    last."""
+    _require_init()
+    _check(_lib.hvd_join())
+    return -1
+
+
+def barrier():
+    _require_init()
+    _check(_lib.hvd_barrier())
