@@ -6,8 +6,8 @@ its statuses as exceptions, init/shutdown and the topology. The tensor
 API is hvd.torch (`import hvd.torch as hvd`, as `import horovod.torch`).
 
 The library is found at $HVD_LIBRARY, else next to this package (the
-build tree: ../libhvd.so), else by the dynamic loader's own search
-(LD_LIBRARY_PATH, the installed libdir)."""
+build tree: ../libhvd.so), else in the libdir make install recorded
+(hvd/_installed.py), else by the dynamic loader's search."""
 
 import atexit
 import ctypes
@@ -31,7 +31,13 @@ def _library_path():
         return path
     here = os.path.dirname(os.path.abspath(__file__))
     built = os.path.join(os.path.dirname(here), "libhvd.so")
-    return built if os.path.exists(built) else "libhvd.so"
+    if os.path.exists(built):
+        return built
+    try:  # written by make install
+        from hvd._installed import libdir
+        return os.path.join(libdir, "libhvd.so")
+    except ImportError:
+        return "libhvd.so"
 
 
 def _load():

@@ -1,14 +1,18 @@
 #!/bin/sh
 # test/mpirun.sh SPEC: run one multi-rank test for automake's harness.
 # SPEC is a one-line file "NP PROGRAM [ARGS...]", PROGRAM relative to the
-# build directory. Exit codes: the program's own, 77 (skip) without mpirun,
-# 99 (hard error) when mpirun cannot start even one rank or PROGRAM is missing.
+# build directory, or absolute. Exit codes: the program's own, 77 (skip)
+# without mpirun, 99 (hard error) when mpirun cannot start even one rank
+# or PROGRAM is missing.
 # Environment: MPIRUN (from configure), HVD_TEST_TIMEOUT (seconds, 600).
 
 spec=$1
 read -r np prog args < "$spec"
 test -n "$prog" || { echo "$spec: want 'NP PROGRAM [ARGS...]'" >&2; exit 99; }
-prog=${abs_top_builddir:-.}/$prog
+case $prog in
+/*) ;;  # an interpreter, e.g. test/torch_api.sh's python
+*) prog=${abs_top_builddir:-.}/$prog ;;
+esac
 timeout=${HVD_TEST_TIMEOUT:-600}
 
 if test -z "$MPIRUN" || ! command -v "$MPIRUN" > /dev/null 2>&1; then

@@ -1,0 +1,429 @@
+"""test/torch_api.py: hvd.torch (Horovod's PyTorch API over libhvd.so)
+under mpirun at any rank count, on CPU tensors, or with --cuda on the
+rank's GPU (scripts/gpu-check).
+
+Checks, each against values computed here: the calls refused before
+init; every collective for every dtype and op; async handles completed
+out of order and polled; names matched across ranks that submit in
+different orders; grouped allreduce; allgather with first dimensions
+that differ; broadcast_object and allgather_object; mismatches (counts,
+dtypes, allgather shapes) raising on every rank, the engine working on
+after them; local errors (non-contiguous, unsupported dtype, bad op);
+the DistributedOptimizer (SGD with momentum and Adam: N ranks with B/N
+each equal one process with B; backward_passes_per_step; fp16
+compression; synchronize + skip_synchronize); broadcast_optimizer_state
+restoring a resumed run bitwise; SyncBatchNorm against BatchNorm over
+the whole batch (output, running statistics, gradients); join with
+uneven batches.
+
+Prints "torch_api n=N: ok (K checks)" on rank 0 and exits 0, or prints
+each failure ("FAIL: ...") and exits 1 on every rank."""
+
+import math
+import os
+import pickle
+import sys
+import traceback
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+import torch  # noqa: E402  (after the thread count)
+
+import hvd.torch as hvd  # noqa: E402
+
+torch.set_num_threads(1)
+DEVICE = torch.device("cpu")
+FAILURES = []
+CHECKS = [0]
+
+
+def check(condition, what):
+    CHECKS[0] += 1
+    if not condition:
+        FAILURES.append(what)
+
+
+def expect_raises(errors, call, what, contains=None):
+    """call() must raise one of errors (with contains in its text)."""
+    try:
+        call()
+    except errors as e:
+        check(contains is None or contains in str(e),
+              "%s: message %r lacks %r" % (what, str(e), contains))
+        return str(e)
+    except Exception as e:  # pylint: disable=broad-except
+        check(False, "%s: raised %s: %s" % (what, type(e).__name__, e))
+        return None
+    check(False, "%s: did not raise" % what)
+    return None
+
+
+def before_init():
+    expect_raises(ValueError, hvd.size, "size() before init",
+                  "has not been initialized")
+    expect_raises(ValueError, lambda: hvd.allreduce(torch.ones(2)),
+                  "allreduce before init", "has not been initialized")
+    check(not hvd.is_initialized(), "is_initialized() before init")
+
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16,
+          torch.int32, torch.int64, torch.uint8]
+OPS = {hvd.Sum: sum, hvd.Min: min, hvd.Max: max, hvd.Product: math.prod}
+
+
+def values(rank, n, dtype):
+    """Small integers, exact in every dtype and under every op at 4
+    ranks (products at most 3 ** 4)."""
+    return torch.tensor([(rank + i) % 3 + 1 for i in range(n)],
+                        dtype=dtype, device=DEVICE)
+
+
+def collectives():
+    rank, size, n = hvd.rank(), hvd.size(), 37
+    for dtype in DTYPES:
+        mine = values(rank, n, dtype)
+        columns = [[(r + i) % 3 + 1 for r in range(size)] for i in range(n)]
+        for op, fold in OPS.items():
+            want = torch.tensor([fold(c) for c in columns], dtype=dtype)
+            got = hvd.allreduce(mine, op=op, name="op.%s.%d" % (dtype, op))
+            check(torch.equal(got.cpu(), want) and torch.equal(
+                mine, values(rank, n, dtype)),
+                "allreduce %s op %d: %s, want %s" % (dtype, op,
+                                                     got[:4].tolist(),
+                                                     want[:4].tolist()))
+            inplace = mine.clone()
+            hvd.allreduce_(inplace, op=op)
+            check(torch.equal(inplace.cpu(), want),
+                  "allreduce_ %s op %d" % (dtype, op))
+        if dtype.is_floating_point:
+            avg = torch.tensor([sum(c) / size for c in columns],
+                               dtype=torch.float64)
+            got = hvd.allreduce(mine, op=hvd.Average).double().cpu()
+            check(torch.allclose(got, avg, rtol=1e-2),
+                  "allreduce %s Average: %s, want %s" %
+                  (dtype, got[:4].tolist(), avg[:4].tolist()))
+            scaled = hvd.allreduce(mine, op=hvd.Sum, prescale_factor=0.5,
+                                   postscale_factor=4.0).double().cpu()
+            check(torch.allclose(scaled, 2.0 * avg * size, rtol=1e-2),
+                  "allreduce %s pre/postscale" % dtype)
+        else:
+            expect_raises(ValueError,
+                          lambda: hvd.allreduce(mine, op=hvd.Average),
+                          "Average of %s" % dtype)
+        root = size - 1
+        b = values(rank, n, dtype) + rank
+        want = values(root, n, dtype) + root
+        got = hvd.broadcast(b, root, name="bcast.%s" % dtype)
+        check(torch.equal(got, want) and
+              torch.equal(b, values(rank, n, dtype) + rank),
+              "broadcast %s" % dtype)
+        hvd.broadcast_(b, root)
+        check(torch.equal(b, want), "broadcast_ %s" % dtype)
+        g = torch.full((rank + 1, 3), rank, dtype=dtype, device=DEVICE)
+        got = hvd.allgather(g, name="gather.%s" % dtype)
+        want = torch.cat([torch.full((r + 1, 3), r, dtype=dtype)
+                          for r in range(size)])
+        check(torch.equal(got.cpu(), want), "allgather %s: %s" %
+              (dtype, got.tolist()))
+    # Averages of floats, and a multi-dimensional tensor's shape kept.
+    x = torch.arange(12, dtype=torch.float32, device=DEVICE).view(3, 4)
+    got = hvd.allreduce(x * (rank + 1))
+    check(got.shape == (3, 4) and torch.allclose(
+        got, x * (size + 1) / 2), "allreduce Average 3x4")
+
+
+def asynchronous():
+    rank, size = hvd.rank(), hvd.size()
+    tensors = [torch.full((100 + k,), float(rank + k), device=DEVICE)
+               for k in range(6)]
+    handles = [hvd.allreduce_async_(t, op=hvd.Sum, name="async.%d" % k)
+               for k, t in enumerate(tensors)]
+    for k in reversed(range(6)):  # completed out of order
+        out = hvd.synchronize(handles[k])
+        want = float(sum(r + k for r in range(size)))
+        check(out is tensors[k] and bool((out == want).all()),
+              "async %d out of order" % k)
+    expect_raises(ValueError, lambda: hvd.synchronize(handles[0]),
+                  "synchronize twice", "unknown handle")
+    t = torch.ones(10, device=DEVICE)
+    h = hvd.allreduce_async(t, op=hvd.Sum)
+    while not hvd.poll(h):
+        pass
+    check(bool((hvd.synchronize(h) == size).all()) and
+          bool((t == 1).all()), "poll, then the out-of-place result")
+    # Names matched whatever order each rank submits them in.
+    names = ["order.a", "order.b", "order.c", "order.d"]
+    mine = names if rank % 2 == 0 else list(reversed(names))
+    bufs = {nm: torch.full((50,), float(names.index(nm) + rank),
+                           device=DEVICE) for nm in mine}
+    hs = {nm: hvd.allreduce_async_(bufs[nm], name=nm, op=hvd.Sum)
+          for nm in mine}
+    for nm in mine:
+        want = float(sum(names.index(nm) + r for r in range(size)))
+        check(bool((hvd.synchronize(hs[nm]) == want).all()),
+              "name %s submitted in rank order %s" % (nm, mine))
+    group = [torch.full((k + 1,), float(rank), device=DEVICE)
+             for k in range(5)]
+    out = hvd.grouped_allreduce(group, op=hvd.Max, name="grouped")
+    check(len(out) == 5 and all(bool((o == size - 1).all()) for o in out),
+          "grouped_allreduce")
+    h = hvd.grouped_allreduce_async_(group, op=hvd.Min)
+    check(hvd.synchronize(h)[0] is group[0] and all(
+        bool((g == 0).all()) for g in group), "grouped_allreduce_async_")
+    state = {"rank": rank, "list": list(range(rank + 1))}
+    got = hvd.broadcast_object(state, root_rank=size - 1, name="obj")
+    check(got == {"rank": size - 1, "list": list(range(size))},
+          "broadcast_object: %r" % (got,))
+    everyone = hvd.allgather_object(("r", rank, "x" * rank))
+    check(everyone == [("r", r, "x" * r) for r in range(size)],
+          "allgather_object: %r" % (everyone,))
+
+
+def mismatches():
+    rank, size = hvd.rank(), hvd.size()
+    if size > 1:
+        count = 5 if rank == 0 else 6
+        expect_raises(hvd.HorovodInternalError,
+                      lambda: hvd.allreduce(torch.ones(count, device=DEVICE),
+                                            name="bad.count"),
+                      "counts that differ", "ranks disagree")
+        dtype = torch.float32 if rank == 0 else torch.float64
+        expect_raises(hvd.HorovodInternalError,
+                      lambda: hvd.allreduce(torch.ones(4, dtype=dtype,
+                                                       device=DEVICE),
+                                            name="bad.dtype"),
+                      "dtypes that differ", "ranks disagree")
+        shape = (2, 3) if rank == 0 else (2, 4)
+        expect_raises(hvd.HorovodInternalError,
+                      lambda: hvd.allgather(torch.ones(shape, device=DEVICE),
+                                            name="bad.gather"),
+                      "allgather shapes that differ", "ranks disagree")
+        # The engine goes on.
+        check(bool((hvd.allreduce(torch.ones(3, device=DEVICE), op=hvd.Sum)
+                    == size).all()), "an allreduce after the mismatches")
+    expect_raises(ValueError,
+                  lambda: hvd.allreduce(torch.ones(4, 4, device=DEVICE).t()),
+                  "non-contiguous", "not contiguous")
+    expect_raises(TypeError,
+                  lambda: hvd.allreduce(torch.ones(4, dtype=torch.int16)),
+                  "int16", "unsupported dtype torch.int16")
+    expect_raises(ValueError, lambda: hvd.allreduce(torch.ones(4),
+                                                    op=hvd.Adasum),
+                  "Adasum", "Adasum")
+    expect_raises(ValueError,
+                  lambda: hvd.allreduce(torch.ones(4, dtype=torch.int32),
+                                        op=hvd.Sum, prescale_factor=0.5),
+                  "a scale factor on ints", "floating-point")
+
+
+def model(seed, dtype=torch.float64):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                               torch.nn.Linear(16, 4)).to(dtype).to(DEVICE)
+
+
+def batch(step, dtype=torch.float64):
+    """The global batch of a step: 24 samples, the same on every rank."""
+    g = torch.Generator().manual_seed(1000 + step)
+    x = torch.randn(24, 8, generator=g, dtype=dtype)
+    y = torch.randn(24, 4, generator=g, dtype=dtype)
+    return x.to(DEVICE), y.to(DEVICE)
+
+
+def shard(t):
+    per = t.shape[0] // hvd.size()
+    return t[hvd.rank() * per:(hvd.rank() + 1) * per]
+
+
+def train(net, opt, steps, passes=1, full=False, first=0):
+    """steps steps of passes backward passes each on micro-batches of
+    this rank's shard (the whole batch with full), MSE loss."""
+    for step in range(first, first + steps):
+        x, y = batch(step)
+        if not full:
+            x, y = shard(x), shard(y)
+        opt.zero_grad()
+        for xs, ys in zip(x.chunk(passes), y.chunk(passes)):
+            torch.nn.functional.mse_loss(net(xs), ys).backward()
+        opt.step()
+
+
+def same_params(a, b, what, tol=1e-10):
+    worst = max(float((p - q).abs().max()) for p, q in
+                zip(a.parameters(), b.parameters()))
+    check(worst <= tol, "%s: parameters differ by %g" % (what, worst))
+
+
+def optimizers():
+    makers = {
+        "SGD momentum": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
+        "Adam": lambda p: torch.optim.Adam(p, lr=0.01),
+    }
+    for what, make in makers.items():
+        ref = model(1)
+        ref_opt = make(ref.parameters())
+        train(ref, ref_opt, 4, full=True)
+        net = model(1 + hvd.rank())  # differs until broadcast
+        opt = hvd.DistributedOptimizer(make(net.parameters()),
+                                       named_parameters=net.named_parameters())
+        check(isinstance(opt, type(ref_opt)), "%s: class kept" % what)
+        hvd.broadcast_parameters(net.state_dict(), root_rank=0)
+        hvd.broadcast_optimizer_state(opt, root_rank=0)
+        train(net, opt, 4)
+        same_params(net, ref, "%s: N ranks with B/N vs one with B" % what)
+    # backward_passes_per_step: 2 micro-batches per step, reduced once.
+    ref = model(2)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+    train(ref, ref_opt, 3, passes=2, full=True)
+    net = model(2)
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9),
+        named_parameters=net.named_parameters(), backward_passes_per_step=2)
+    train(net, opt, 3, passes=2)
+    same_params(net, ref, "backward_passes_per_step=2")
+    # fp16 compression: float32 gradients travel as float16.
+    ref = model(3, torch.float32)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    net = model(3, torch.float32)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.05),
+                                   named_parameters=net.named_parameters(),
+                                   compression=hvd.Compression.fp16)
+    for step in range(3):
+        x, y = batch(step, torch.float32)
+        for m, o, xs, ys in ((ref, ref_opt, x, y),
+                             (net, opt, shard(x), shard(y))):
+            o.zero_grad()
+            torch.nn.functional.mse_loss(m(xs), ys).backward()
+            o.step()
+    same_params(net, ref, "fp16 compression", tol=2e-3)
+    # synchronize, then a step that does not reduce again.
+    net = model(4)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1),
+                                   named_parameters=net.named_parameters())
+    x, y = batch(0)
+    torch.nn.functional.mse_loss(net(shard(x)), shard(y)).backward()
+    opt.synchronize()
+    grads = [p.grad.clone() for p in net.parameters()]
+    with opt.skip_synchronize():
+        opt.step()
+    ref = model(4)
+    torch.nn.functional.mse_loss(ref(x), y).backward()
+    worst = max(float((g - p.grad).abs().max())
+                for g, p in zip(grads, ref.parameters()))
+    check(worst < 1e-10, "synchronize(): averaged gradients off by %g" % worst)
+    expect_raises(ValueError, lambda: hvd.DistributedOptimizer(
+        torch.optim.SGD(net.parameters(), lr=0.1),
+        named_parameters=[("a", p) for p in net.parameters()]),
+        "repeated names", "unique")
+
+
+def resume():
+    """k steps, a rank-0 checkpoint, fresh ranks resumed from it by the
+    broadcasts, m more steps: bitwise the uninterrupted k + m."""
+    def fresh(seed):
+        net = model(seed)
+        opt = hvd.DistributedOptimizer(
+            torch.optim.Adam(net.parameters(), lr=0.01),
+            named_parameters=net.named_parameters())
+        return net, opt
+
+    straight, opt = fresh(5)
+    train(straight, opt, 5)
+    net, opt = fresh(5)
+    train(net, opt, 3)
+    saved = pickle.dumps((net.state_dict(), opt.state_dict()))
+    net, opt = fresh(6 + hvd.rank())  # other weights, no optimizer state
+    if hvd.rank() == 0:
+        model_state, opt_state = pickle.loads(saved)
+        net.load_state_dict(model_state)
+        opt.load_state_dict(opt_state)
+    hvd.broadcast_parameters(net.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    train(net, opt, 2, first=3)
+    same_params(net, straight, "resumed from rank 0's checkpoint", tol=0.0)
+    # A fresh start (no state on the root) only shares hyperparameters.
+    net, opt = fresh(7)
+    for group in opt.param_groups:
+        group["lr"] = 0.01 * (hvd.rank() + 1)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    check(not opt.state and opt.param_groups[0]["lr"] == 0.01,
+          "broadcast_optimizer_state with no state on the root")
+
+
+def sync_batch_norm():
+    torch.manual_seed(11)
+    x = torch.randn(8 * hvd.size(), 3, 5, 5, dtype=torch.float64,
+                    device=DEVICE)
+    g = torch.randn_like(x)
+    full = torch.nn.BatchNorm2d(3, momentum=0.3).double().to(DEVICE)
+    with torch.no_grad():
+        full.weight.copy_(torch.linspace(0.5, 1.5, 3))
+        full.bias.copy_(torch.linspace(-1, 1, 3))
+    sync = hvd.SyncBatchNorm(3, momentum=0.3).double().to(DEVICE)
+    sync.load_state_dict(full.state_dict())
+    xf, xs = x.clone().requires_grad_(), shard(x).clone().requires_grad_()
+    yf = full(xf)
+    ys = sync(xs)
+    (yf * g).sum().backward()
+    (ys * shard(g)).sum().backward()
+    check(torch.allclose(ys, shard(yf), atol=1e-10), "SyncBatchNorm output")
+    check(torch.allclose(sync.running_mean, full.running_mean, atol=1e-12)
+          and torch.allclose(sync.running_var, full.running_var,
+                             atol=1e-12), "SyncBatchNorm running statistics")
+    check(torch.allclose(xs.grad, shard(xf.grad), atol=1e-10),
+          "SyncBatchNorm input gradient")
+    wsum = hvd.allreduce(sync.weight.grad, op=hvd.Sum)
+    check(torch.allclose(wsum, full.weight.grad, atol=1e-10),
+          "SyncBatchNorm weight gradient summed over ranks")
+    sync.eval()
+    full.eval()
+    check(torch.allclose(sync(shard(x)), full(shard(x)), atol=1e-12),
+          "SyncBatchNorm in evaluation")
+
+
+def join():
+    """Rank r has r + 1 batches; a joined rank gives zeros, averages
+    still divide by size()."""
+    rank, size = hvd.rank(), hvd.size()
+    for step in range(rank + 1):
+        t = torch.full((10,), float(rank + 1), device=DEVICE)
+        got = hvd.allreduce(t, op=hvd.Average, name="uneven")
+        want = sum(r + 1 for r in range(step, size)) / size
+        check(bool((got == want).all()), "join: step %d got %s, want %s" %
+              (step, got[0].item(), want))
+    hvd.join()
+    check(bool((hvd.allreduce(torch.ones(2, device=DEVICE), op=hvd.Sum)
+                == size).all()), "an allreduce after join")
+
+
+def main():
+    global DEVICE
+    before_init()
+    hvd.init()
+    check(hvd.is_initialized() and 0 <= hvd.rank() < hvd.size() and
+          0 <= hvd.local_rank() < hvd.local_size() and hvd.cross_size() >= 1,
+          "topology")
+    if "--cuda" in sys.argv:
+        if not torch.cuda.is_available():
+            print("SKIP: --cuda without a GPU visible to PyTorch")
+            sys.exit(77)
+        torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
+        DEVICE = torch.device("cuda")
+    for test in (collectives, asynchronous, mismatches, optimizers, resume,
+                 sync_batch_norm, join):
+        try:
+            test()
+        except Exception:  # pylint: disable=broad-except
+            FAILURES.append("%s raised:\n%s" % (test.__name__,
+                                                traceback.format_exc()))
+    failed = hvd.allreduce(torch.tensor([len(FAILURES)]), op=hvd.Sum,
+                           name="failures")
+    for line in FAILURES:
+        print("FAIL: rank %d: %s" % (hvd.rank(), line), file=sys.stderr)
+    if hvd.rank() == 0 and int(failed) == 0:
+        print("torch_api n=%d: ok (%d checks)" % (hvd.size(), CHECKS[0]))
+    hvd.shutdown()
+    sys.exit(1 if int(failed) else 0)
+
+
+if __name__ == "__main__":
+    main()
