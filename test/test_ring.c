@@ -21,8 +21,9 @@
  * ring_ctx_allreduce_pieces (pieces of many sizes, in order and laid out
  * backwards, with a rank giving zeros and one dropping a result), and the
  * context's other collectives and apply.
- * HVD_TEST_QUICK=1 (scripts/sanitize) makes the largest count 256K + 3
- * instead of 1M + 3.
+ * HVD_TEST_QUICK=1 (scripts/sanitize), or --quick (the specs at 5 ranks
+ * and more, which the smaller ones cover at 1M), makes the largest count
+ * 256K + 3 instead of 1M + 3.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv; test/capture.h */
 #include <malloc.h>
@@ -745,6 +746,8 @@ int main(int argc, char **argv)
             per_node = atoi(argv[++i]);
         else if (strcmp(argv[i], "--stream") == 0 && i + 1 < argc)
             setenv("HVD_SHM_STREAM", argv[++i], 1);
+        else if (strcmp(argv[i], "--quick") == 0)
+            setenv("HVD_TEST_QUICK", "1", 1);
         else if (strcmp(argv[i], "--segment-bytes") == 0 && i + 1 < argc) {
             setenv("HVD_RING_SEGMENT_BYTES", argv[i + 1], 1);
             setenv("HVD_SHM_SEGMENT_BYTES", argv[++i], 1);
