@@ -10,8 +10,8 @@
  *     exactly; a slot whose AND is set is ready everywhere and runs with no
  *     coordinator. Flags ride along: "I need the coordinator" and "this
  *     entry no longer matches my request" are ORs, sent complemented so
- *     that one AND carries them; "I want to shut down" and "I have joined"
- *     are ANDs.
+ *     that one AND carries them, as is "I have shut down" (with my own
+ *     work done: all leave then); "I have joined" is an AND.
  *  2. Slow path, only when some rank needs it: the coordinator (rank 0)
  *     gathers the requests not seen before, decides which names every rank
  *     has made, checks that they agree, and broadcasts the plan
@@ -109,8 +109,8 @@ static void hvd__cache_drop(int s, hvd__list_t *pending)
 /* ---- one cycle ---- */
 
 /* The bits every rank contributes; see the top of the file. */
-enum { HVD__AND_SHUTDOWN = 1, HVD__AND_JOINED = 2, HVD__AND_BUSY = 4 };
-enum { HVD__OR_COORDINATE = 1 };
+enum { HVD__AND_JOINED = 2, HVD__AND_BUSY = 4 };
+enum { HVD__OR_COORDINATE = 1, HVD__OR_SHUTDOWN = 2 };
 typedef struct {
     uint64_t and_flags, or_flags_inv;
     uint64_t ready[HVD__CACHE_WORDS];       /* AND */
@@ -120,7 +120,7 @@ typedef struct {
 typedef struct {
     hvd__list_t pending;  /* this rank's requests, oldest first */
     hvd_handle_t join;    /* this rank's hvd_join, while it waits */
-    int shutdown;         /* all ranks asked: leave the loop */
+    int shutdown;         /* a rank has shut down: leave the loop */
     size_t ran;           /* responses the last cycle ran */
     int all_busy;         /* in the last cycle every rank had requests */
 } hvd__loop_t;
@@ -147,8 +147,13 @@ static void hvd__fill_bits(hvd__loop_t *loop, hvd__bits_t *bits, double now)
 {
     uint64_t or_flags = 0;
     memset(bits, 0, sizeof *bits);
+    /* A rank shuts down once its own work is done; none of what the
+     * others still wait for can run without it then, so all leave with it
+     * (as Horovod: the others' waits fail, where they would hang). */
     pthread_mutex_lock(&hvd__engine.mu);
-    if (hvd__engine.shutdown_requested) bits->and_flags |= HVD__AND_SHUTDOWN;
+    if (hvd__engine.shutdown_requested && !hvd__engine.incoming &&
+        loop->pending.len == 0)
+        or_flags |= HVD__OR_SHUTDOWN;
     pthread_mutex_unlock(&hvd__engine.mu);
     if (loop->pending.len > 0) bits->and_flags |= HVD__AND_BUSY;
     if (loop->join) {
@@ -329,10 +334,18 @@ static int hvd__cycle(hvd__loop_t *loop)
         loop->join = NULL;
     }
     hvd__pending_compact(&loop->pending);
-    loop->shutdown = (all.and_flags & HVD__AND_SHUTDOWN) != 0;
+    loop->shutdown = !(all.or_flags_inv & HVD__OR_SHUTDOWN);
     loop->all_busy = (all.and_flags & HVD__AND_BUSY) != 0;
 out:
     return status;
+}
+
+/* The name of the oldest request still pending. */
+static const char *hvd__first_name(const hvd__list_t *pending)
+{
+    for (size_t i = 0; i < pending->len; i++)
+        if (pending->items[i]) return pending->items[i]->desc.name;
+    return "";
 }
 
 /* Completes everything pending and queued with `status`. */
@@ -469,13 +482,21 @@ static void *hvd__engine_main(void *arg)
             continue;
         hvd__sleep(start + (loop.pending.len > 0 ? period : idle_period));
     }
-    if (status != HVD_OK) {
-        /* A stall or a broken MPI: every rank got the same plan or error,
-         * so all stop negotiating together; from now on calls fail. */
-        pthread_mutex_lock(&hvd__engine.mu);
-        hvd__engine.stalled = 1;
-        pthread_mutex_unlock(&hvd__engine.mu);
-    }
+    pthread_mutex_lock(&hvd__engine.mu);
+    /* A stall or a broken MPI: every rank got the same plan or error, so
+     * all stop negotiating together; from now on calls fail. */
+    if (status != HVD_OK) hvd__engine.stalled = 1;
+    /* Another rank shut down first: this rank's calls fail from now on. */
+    int left_early = status == HVD_OK && !hvd__engine.shutdown_requested;
+    if (left_early) hvd__engine.peer_down = 1;
+    pthread_mutex_unlock(&hvd__engine.mu);
+    if (left_early || (status == HVD_OK && loop.pending.len > 0))
+        hvd__log(HVD__LOG_ERROR, "another rank called hvd_shutdown while "
+                 "this rank had %zu collective(s) waiting%s%s%s: they "
+                 "fail, and so will this rank's later calls",
+                 loop.pending.len, loop.pending.len ? " (the first: '" : "",
+                 loop.pending.len ? hvd__first_name(&loop.pending) : "",
+                 loop.pending.len ? "')" : "");
     hvd__fail_all(&loop, status == HVD_OK ? HVD_ERR_STATE : status);
     hvd__pending_free(&loop.pending);
     hvd__execute_thread_end();
@@ -489,6 +510,7 @@ int hvd__engine_start(void)
     hvd__engine.chain = (hvd__chain_t){0};
     hvd__engine.shutdown_requested = 0;
     hvd__engine.stalled = 0;
+    hvd__engine.peer_down = 0;
     hvd__engine.contention = (hvd__contention_t){0}; /* a new job's PUs */
     hvd__index_free(&hvd__cache.by_name);
     memset(&hvd__cache, 0, sizeof hvd__cache);

@@ -62,7 +62,11 @@ struct ring_stream;
 int hvd_init(int *argc, char ***argv);
 /* Finishes outstanding work, stops the engine, releases everything but
  * the handles of that work, which the caller still frees with hvd_wait
- * (it returns their status at once, also after shutdown). */
+ * (it returns their status at once, also after shutdown). As Horovod's:
+ * once this rank's own work is done, the other ranks' engines stop with
+ * it; what they still wait for fails with HVD_ERR_STATE ("another rank
+ * called hvd_shutdown ..."), and so do their later calls, instead of
+ * waiting for a rank that has gone (e.g. one that left on an error). */
 int hvd_shutdown(void);
 
 /* 1 between hvd_init and hvd_shutdown, else 0 (never an error). */

@@ -102,6 +102,10 @@ int hvd__request_queue(hvd_handle_t h)
     pthread_mutex_lock(&hvd__engine.mu);
     if (hvd__engine.stalled) {
         status = HVD_ERR_STALL;
+    } else if (hvd__engine.peer_down) {
+        status = HVD_ERR_STATE;
+        hvd__log(HVD__LOG_ERROR, "%s '%s': another rank has shut hvd down",
+                 hvd__kind_name(h->desc.kind), h->desc.name);
     } else if ((status = hvd__index_put(&hvd__engine.inflight, h->desc.name,
                                         h)) == HVD_ERR_STATE) {
         hvd__log(HVD__LOG_ERROR, "%s '%s' is already in flight on this "

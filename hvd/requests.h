@@ -139,6 +139,7 @@ typedef struct {
                                      (contention.c) */
     int shutdown_requested;
     int stalled;              /* HVD_ERR_STALL: every later call fails */
+    int peer_down; /* another rank shut down: every later call fails */
 } hvd__engine_t;
 
 extern hvd__engine_t hvd__engine;

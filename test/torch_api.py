@@ -14,7 +14,7 @@ each equal one process with B; backward_passes_per_step; fp16
 compression; synchronize + skip_synchronize); broadcast_optimizer_state
 restoring a resumed run bitwise; SyncBatchNorm against BatchNorm over
 the whole batch (output, running statistics, gradients); join with
-uneven batches.
+uneven batches; rank 0 shutting down while the others wait.
 
 Prints "torch_api n=N: ok (K checks)" on rank 0 and exits 0, or prints
 each failure ("FAIL: ...") and exits 1 on every rank."""
@@ -395,6 +395,24 @@ def join():
                 == size).all()), "an allreduce after join")
 
 
+def shutdown_by_peer():
+    """Rank 0 shuts down while the others wait in a collective: theirs
+    fail, naming the reason, and so do their later calls (Horovod's
+    behaviour; no hang)."""
+    rank = hvd.rank()
+    if rank > 0:
+        expect_raises(hvd.HorovodInternalError,
+                      lambda: hvd.allreduce(torch.ones(3, device=DEVICE),
+                                            name="never"),
+                      "a wait when rank 0 shuts down",
+                      "another rank called hvd_shutdown")
+        expect_raises(hvd.HorovodInternalError,
+                      lambda: hvd.allreduce(torch.ones(3, device=DEVICE)),
+                      "a call after rank 0 shut down", "shut hvd down")
+    hvd.shutdown()
+    check(not hvd.is_initialized(), "is_initialized() after shutdown")
+
+
 def main():
     global DEVICE
     before_init()
@@ -415,14 +433,15 @@ def main():
         except Exception:  # pylint: disable=broad-except
             FAILURES.append("%s raised:\n%s" % (test.__name__,
                                                 traceback.format_exc()))
-    failed = hvd.allreduce(torch.tensor([len(FAILURES)]), op=hvd.Sum,
-                           name="failures")
+    failed = int(hvd.allreduce(torch.tensor([len(FAILURES)]), op=hvd.Sum,
+                               name="failures"))
+    rank, size = hvd.rank(), hvd.size()
+    shutdown_by_peer()  # last: hvd is down on every rank after it
     for line in FAILURES:
-        print("FAIL: rank %d: %s" % (hvd.rank(), line), file=sys.stderr)
-    if hvd.rank() == 0 and int(failed) == 0:
-        print("torch_api n=%d: ok (%d checks)" % (hvd.size(), CHECKS[0]))
-    hvd.shutdown()
-    sys.exit(1 if int(failed) else 0)
+        print("FAIL: rank %d: %s" % (rank, line), file=sys.stderr)
+    if rank == 0 and not failed and not FAILURES:
+        print("torch_api n=%d: ok (%d checks)" % (size, CHECKS[0]))
+    sys.exit(1 if failed or FAILURES else 0)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ _C_DTYPES = {torch.float32: 0, torch.float64: 1, torch.float16: 2,
              torch.bfloat16: 3, torch.int32: 4, torch.int64: 5,
              torch.uint8: 6}
 
-_STATUS_ARG, _STATUS_STATE = -1, -3  # hvd's refusals of a call
+_STATUS_ARG = -1  # HVD_ERR_ARG: hvd refused a call's arguments
 
 
 class _Pending:
@@ -93,9 +93,9 @@ def _check_buffer(tensor, what):
         raise ValueError("%s: the tensor is not contiguous (shape %s, "
                          "strides %s); pass tensor.contiguous()" %
                          (what, tuple(tensor.shape), tensor.stride()))
-    if tensor.device.type == "cpu":
-        return dtype, None
-    if tensor.device.type != "cuda":
+    if not tensor.is_cuda:  # (is_cuda and is_cpu are cheaper than device)
+        if tensor.is_cpu:
+            return dtype, None
         raise ValueError("%s: a tensor on %s; hvd takes cpu and cuda "
                          "tensors" % (what, tensor.device))
     if tensor.numel() and not _lib.ring_is_device_memory(tensor.data_ptr()):
@@ -115,7 +115,7 @@ def _start(what, tensor, submit, output, finish=None):
     c_handle = ctypes.c_void_p()
     status = submit(tensor.data_ptr(), dtype, stream, ctypes.byref(c_handle))
     if status < 0:
-        error = (ValueError if status in (_STATUS_ARG, _STATUS_STATE)
+        error = (ValueError if status == _STATUS_ARG
                  else _basics.HorovodInternalError)
         raise error(_error_text(status))
     return _Pending(c_handle, stream, output, finish)
