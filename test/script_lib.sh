@@ -56,6 +56,29 @@ script_tiny_fmnist() {
     done
 }
 
+# script_torch_python: $python, the Python that has PyTorch ($PYTHON, else
+# Debian's /usr/bin/python3 with python3-torch, else python3 on PATH), and
+# HVD_LIBRARY and PYTHONPATH exported for hvd.torch from this tree; skips
+# (77) when no Python has torch.
+script_torch_python() {
+    python=
+    for candidate in ${PYTHON:-} /usr/bin/python3 python3; do
+        if "$candidate" -c 'import torch' > /dev/null 2>&1; then
+            python=$(command -v "$candidate")
+            break
+        fi
+    done
+    if test -z "$python"; then
+        echo "SKIP: no python3 with torch (scripts/install-deps installs" \
+            "python3-torch)"
+        exit 77
+    fi
+    src=$(cd "${srcdir:-.}" && pwd)
+    HVD_LIBRARY=$(cd "${abs_top_builddir:-.}" && pwd)/libhvd.so
+    PYTHONPATH=$src${PYTHONPATH:+:$PYTHONPATH}
+    export HVD_LIBRARY PYTHONPATH
+}
+
 # script_launch WHAT NP PROGRAM [ARGS...]: runs PROGRAM (relative to the
 # build directory) at NP ranks through test/mpirun.sh; its stderr is kept
 # in $dir/err and copied to ours. A skip (77) or hard error (99) ends the
