@@ -14,7 +14,10 @@
 #     with both examples/slurm/ scripts (the several-node one shaped to
 #     this node): "2 ranks", "done: 300 steps" and the test accuracy that
 #     the same run reaches under mpirun, in srun's output and the jobs'
-#     output files.
+#     output files;
+#   - hvd.torch's examples/torch/ scripts at 2 ranks by srun (when a
+#     Python has torch): synthetic_benchmark.py, and train_fmnist.py for
+#     20 steps.
 # Skips (77), saying why, when MPI is not Open MPI, when Slurm cannot be
 # installed here, and when Fashion-MNIST is missing (TRAIN_DATA, default
 # /usr/share/datasets/fashion-mnist) once the rest has passed.
@@ -152,6 +155,15 @@ for np in 2 3; do
     fi
 done
 
+# hvd.torch through srun: a Horovod script with its import changed.
+if script_torch_python; then
+    slurm_run "synthetic_benchmark.py at 2" 2 "$python" \
+        "$src/examples/torch/synthetic_benchmark.py" --model cnn \
+        --num-warmup-batches 1 --num-batches-per-iter 2 --num-iters 2 \
+        --batch-size 16 &&
+        expect_out "synthetic_benchmark.py at 2" "^Total img/sec on 2 CPU"
+fi
+
 if ! script_have_fmnist; then
     test "$rc" -eq 0 || exit "$rc"
     echo "SKIP: the rest passed; the training parts need Fashion-MNIST" \
@@ -182,6 +194,12 @@ test -n "$acc" || {
 # shellcheck disable=SC2086
 slurm_run "train_fmnist" 2 $train &&
     expect_out "train_fmnist" "2 ranks," "^done: 300 steps, .* test_acc $acc\$"
+
+if test -n "$python"; then
+    slurm_run "train_fmnist.py at 2" 2 "$python" \
+        "$src/examples/torch/train_fmnist.py" --data "$data" --max-steps 20 &&
+        expect_out "train_fmnist.py at 2" "2 ranks," "^epoch 1/2 "
+fi
 
 # sbatch_train SCRIPT [SBATCH FLAGS...]: examples/slurm/SCRIPT through
 # sbatch --wait with those flags and the training's arguments. sbatch

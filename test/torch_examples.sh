@@ -16,7 +16,7 @@
 # shellcheck source=test/script_lib.sh
 . "${srcdir:-.}/test/script_lib.sh"
 script_setup torch_examples
-script_torch_python
+script_torch_python || { echo "SKIP: hvd.torch needs it"; exit 77; }
 if script_have_fmnist; then
     limit=640
 else
