@@ -73,6 +73,7 @@ def _load():
         "hvd_poll": (c_int, [ptr]),
         "hvd_barrier": (c_int, []),
         "hvd_join": (c_int, []),
+        "hvd_last_joined": (c_int, []),
         "ring_is_device_memory": (c_int, [ptr]),
         "ring_dev": (ptr, []),
     }

@@ -523,3 +523,13 @@ int hvd_join(void)
                                 HVD_UINT8, 0, 0, NULL, NULL, NULL, &h),
                     &h);
 }
+
+int hvd_last_joined(void)
+{
+    int status = hvd__check_up("hvd_last_joined");
+    if (status != HVD_OK) return status;
+    pthread_mutex_lock(&hvd__engine.mu);
+    int last = hvd__engine.last_joined;
+    pthread_mutex_unlock(&hvd__engine.mu);
+    return last;
+}

@@ -120,6 +120,8 @@ typedef struct {
 typedef struct {
     hvd__list_t pending;  /* this rank's requests, oldest first */
     hvd_handle_t join;    /* this rank's hvd_join, while it waits */
+    long join_cycle;      /* the cycle in which it came */
+    long cycles;          /* cycles so far: the same count on every rank */
     int shutdown;         /* a rank has shut down: leave the loop */
     size_t ran;           /* responses the last cycle ran */
     int all_busy;         /* in the last cycle every rank had requests */
@@ -284,6 +286,7 @@ static void hvd__take_incoming(hvd__loop_t *loop, double now)
         h->cache_slot = slot >= 0 && !hvd__cache.waiting[slot] ? slot : -1;
         if (h->desc.kind == HVD__JOIN) {
             loop->join = h;
+            loop->join_cycle = loop->cycles;
             h->coordinated = 1; /* joining is said by the bits */
         }
         if (hvd__pending_add(&loop->pending, h, h->cache_slot < 0) != HVD_OK)
@@ -291,6 +294,27 @@ static void hvd__take_incoming(hvd__loop_t *loop, double now)
         else if (h->cache_slot >= 0)
             hvd__cache.waiting[h->cache_slot] = h;
     }
+}
+
+/* Records which rank joined last (hvd_last_joined): the one whose join
+ * came in the latest cycle, the lowest of those that came in the same one.
+ * Every rank calls it, in the cycle in which all have joined. */
+static int hvd__find_last_joined(const hvd__loop_t *loop)
+{
+    struct {
+        long cycle;
+        int rank;
+    } mine = {loop->join_cycle, hvd__engine.rank}, last;
+    MPI_Request request;
+    int status = HVD_OK;
+    HVD_CHECK_MPI(MPI_Iallreduce(&mine, &last, 1, MPI_LONG_INT, MPI_MAXLOC,
+                                 hvd__engine.comm, &request));
+    if ((status = hvd__mpi_wait(&request)) != HVD_OK) return status;
+    pthread_mutex_lock(&hvd__engine.mu);
+    hvd__engine.last_joined = last.rank;
+    pthread_mutex_unlock(&hvd__engine.mu);
+out:
+    return status;
 }
 
 static int hvd__cycle(hvd__loop_t *loop)
@@ -329,13 +353,16 @@ static int hvd__cycle(hvd__loop_t *loop)
         if (status != HVD_OK) return status;
     }
     if ((all.and_flags & HVD__AND_JOINED) && loop->join) {
+        status = hvd__find_last_joined(loop);
         hvd__pending_remove(&loop->pending, loop->join);
-        hvd__complete(loop->join, HVD_OK);
+        hvd__complete(loop->join, status);
         loop->join = NULL;
+        if (status != HVD_OK) return status;
     }
     hvd__pending_compact(&loop->pending);
     loop->shutdown = !(all.or_flags_inv & HVD__OR_SHUTDOWN);
     loop->all_busy = (all.and_flags & HVD__AND_BUSY) != 0;
+    loop->cycles++;
 out:
     return status;
 }
@@ -511,6 +538,7 @@ int hvd__engine_start(void)
     hvd__engine.shutdown_requested = 0;
     hvd__engine.stalled = 0;
     hvd__engine.peer_down = 0;
+    hvd__engine.last_joined = -1;
     hvd__engine.contention = (hvd__contention_t){0}; /* a new job's PUs */
     hvd__index_free(&hvd__cache.by_name);
     memset(&hvd__cache, 0, sizeof hvd__cache);

@@ -138,6 +138,10 @@ int hvd_barrier(void);
 /* This rank has no more batches: it takes part in the others' collectives
  * with zeros until all have joined, then returns. */
 int hvd_join(void);
+/* The rank that joined last in the latest hvd_join to return (the lowest
+ * of those that joined in the same engine cycle), as Horovod's join()
+ * returns it; -1 before any; HVD_ERR_STATE before init. */
+int hvd_last_joined(void);
 const char *hvd_strerror(int status);
 /* The message of the last error hvd reported to the calling thread: of a
  * call it refused (what hvd_strerror cannot say: which argument), or of a

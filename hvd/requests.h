@@ -140,6 +140,7 @@ typedef struct {
     int shutdown_requested;
     int stalled;              /* HVD_ERR_STALL: every later call fails */
     int peer_down; /* another rank shut down: every later call fails */
+    int last_joined; /* hvd_last_joined(), under mu */
 } hvd__engine_t;
 
 extern hvd__engine_t hvd__engine;

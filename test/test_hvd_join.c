@@ -5,8 +5,9 @@
  * tensor, and "grad.ranks", an int64 1 per rank, asynchronously. A joined
  * rank contributes zeros, so "grad" is the sum over the ranks still running
  * and "grad.ranks" counts them. hvd_join returns HVD_OK on every rank, and
- * not before the last rank has called it. Afterwards collectives work as
- * usual. A broadcast from a root that has joined fails on the other ranks
+ * not before the last rank has called it, and hvd_last_joined() then names
+ * the rank with the most steps (-1 before any join). Afterwards
+ * collectives work as usual. A broadcast from a root that has joined fails on the other ranks
  * with HVD_ERR_MISMATCH, saying so, and leaves the buffer alone.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime; test/capture.h */
@@ -75,6 +76,12 @@ static void run_round(int round, int (*steps)(int r))
     if (status != HVD_OK)
         TEST_FAIL("join n=%d round %d: hvd_join returned %s", size, round,
                   hvd_strerror(status));
+    int want_last = 0;
+    for (int r = 1; r < size; r++)
+        if (steps(r) > steps(want_last)) want_last = r;
+    if (hvd_last_joined() != want_last)
+        TEST_FAIL("join n=%d round %d: hvd_last_joined() is %d, want %d",
+                  size, round, hvd_last_joined(), want_last);
     MPI_Allreduce(&called, &last_call, 1, MPI_DOUBLE, MPI_MAX, oracle);
     MPI_Allreduce(&returned, &first_return, 1, MPI_DOUBLE, MPI_MIN, oracle);
     if (first_return < last_call)
@@ -131,6 +138,7 @@ int main(int argc, char **argv)
     int rc = test_hvd_start(&argc, &argv, &oracle, &rank, &size);
     if (rc != 0) return rc;
 
+    TEST_EQ(hvd_last_joined(), -1);
     run_round(1, steps_up);
     check_normal("after round 1");
     run_round(2, steps_down);

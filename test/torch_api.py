@@ -390,7 +390,9 @@ def join():
         want = sum(r + 1 for r in range(step, size)) / size
         check(bool((got == want).all()), "join: step %d got %s, want %s" %
               (step, got[0].item(), want))
-    hvd.join()
+    last = hvd.join()
+    check(last == size - 1, "join returned %r, want %d (the rank with the "
+          "most batches)" % (last, size - 1))
     check(bool((hvd.allreduce(torch.ones(2, device=DEVICE), op=hvd.Sum)
                 == size).all()), "an allreduce after join")
 

@@ -456,11 +456,10 @@ def synchronize(handle):
 def join(device=-1):
     """This rank has no more batches: it takes part in the others'
     collectives with zeros (averages still divide by size()) until every
-    rank has joined. Returns -1: hvd does not tell which rank joined
-    last."""
+    rank has joined. Returns the rank that joined last."""
     _require_init()
     _check(_lib.hvd_join())
-    return -1
+    return _check(_lib.hvd_last_joined())
 
 
 def barrier():
