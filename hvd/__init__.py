@@ -13,7 +13,9 @@ import atexit
 import ctypes
 import os
 
-__all__ = ["HorovodInternalError", "init", "shutdown", "is_initialized",
+__version__ = "0.1.0"  # configure.ac's AC_INIT
+
+__all__ = ["__version__", "HorovodInternalError", "init", "shutdown", "is_initialized",
            "size", "rank", "local_size", "local_rank", "cross_size",
            "cross_rank", "mpi_enabled", "mpi_built", "mpi_threads_supported",
            "gloo_enabled", "gloo_built", "nccl_built", "cuda_built"]

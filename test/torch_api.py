@@ -169,6 +169,9 @@ def asynchronous():
     h = hvd.grouped_allreduce_async_(group, op=hvd.Min)
     check(hvd.synchronize(h)[0] is group[0] and all(
         bool((g == 0).all()) for g in group), "grouped_allreduce_async_")
+    h = hvd.allgather_async(torch.full((rank + 1,), rank, device=DEVICE))
+    check(hvd.poll(h) and hvd.synchronize(h).tolist() ==
+          [r for r in range(size) for _ in range(r + 1)], "allgather_async")
     state = {"rank": rank, "list": list(range(rank + 1))}
     got = hvd.broadcast_object(state, root_rank=size - 1, name="obj")
     check(got == {"rank": size - 1, "list": list(range(size))},

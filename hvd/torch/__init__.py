@@ -6,10 +6,11 @@ for Horovod runs on hvd with its import changed:
 CPU and CUDA tensors of float32, float64, float16, bfloat16, int32, int64
 and uint8. What differs from Horovod is in hvd/README.md ("PyTorch")."""
 
-from hvd import (HorovodInternalError, init, shutdown, is_initialized, size,
-                 rank, local_size, local_rank, cross_size, cross_rank,
-                 mpi_enabled, mpi_built, mpi_threads_supported, gloo_enabled,
-                 gloo_built, nccl_built, cuda_built)
+from hvd import (__version__, HorovodInternalError, init, shutdown,
+                 is_initialized, size, rank, local_size, local_rank,
+                 cross_size, cross_rank, mpi_enabled, mpi_built,
+                 mpi_threads_supported, gloo_enabled, gloo_built, nccl_built,
+                 cuda_built)
 from hvd.torch.compression import Compression
 from hvd.torch.mpi_ops import (Average, Sum, Adasum, Min, Max, Product,
                                allreduce, allreduce_async, allreduce_,
@@ -17,7 +18,8 @@ from hvd.torch.mpi_ops import (Average, Sum, Adasum, Min, Max, Product,
                                grouped_allreduce_async, grouped_allreduce_,
                                grouped_allreduce_async_, broadcast,
                                broadcast_async, broadcast_, broadcast_async_,
-                               allgather, poll, synchronize, join, barrier)
+                               allgather, allgather_async, poll, synchronize,
+                               join, barrier)
 from hvd.torch.functions import (broadcast_parameters,
                                  broadcast_optimizer_state, broadcast_object,
                                  allgather_object)

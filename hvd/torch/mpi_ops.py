@@ -409,6 +409,21 @@ class _Allgather(torch.autograd.Function):
         return reduced.narrow(0, offset, ctx.firsts[_basics.rank()]), None
 
 
+class _Done:
+    """A handle's result that is there already (allgather_async)."""
+    __slots__ = ("result",)
+
+    def __init__(self, result):
+        self.result = result
+
+
+def allgather_async(tensor, name=None):
+    """allgather's result behind a handle, for code written against
+    Horovod's asynchronous form. hvd's allgather is blocking: the gather
+    happens here, and synchronize returns its result."""
+    return _register(_Done(_allgather(tensor, name)[0]))
+
+
 def allgather(tensor, name=None):
     """Every rank's tensor concatenated along the first dimension, in rank
     order; the first dimension may differ across ranks, the others (and
@@ -432,6 +447,8 @@ def poll(handle):
     entry = _handles.get(handle)
     if entry is None:
         raise ValueError("hvd.poll: unknown handle %r" % (handle,))
+    if isinstance(entry, _Done):
+        return True
     entries = entry if isinstance(entry, list) else [entry]
     return all(_lib.hvd_poll(e.c_handle) != 0 for e in entries)
 
@@ -444,6 +461,8 @@ def synchronize(handle):
     if entry is None:
         raise ValueError("hvd.synchronize: unknown handle %r (never "
                          "returned, or already synchronized)" % (handle,))
+    if isinstance(entry, _Done):
+        return entry.result
     if isinstance(entry, list):
         results, error = _complete_all(entry)
     else:
