@@ -43,6 +43,9 @@ refused HVD_RING_SEGMENT_BYTES=1073741825 "$ring 64 to 1G"
 refused HVD_RING_SEGMENT_BYTES=2G "$ring 64 to 1G"
 refused HVD_RING_SMALL_BYTES=2147483648 "$ring 0 to 1G"
 refused HVD_SHM_SEGMENT_BYTES=1 "$ring 64 to 1G"
+refused HVD_RING_STAGING_BYTES=32 "$ring 64 to 1G"
+refused HVD_RING_IPC_BYTES=2G "$ring 64 to 1G"
+refused HVD_RING_IPC=on ": expected auto or off"
 refused HVD_SHM_STREAM=yes ": expected auto, on or off"
 refused HVD_ALLREDUCE_ALGO=fastest ": expected auto, ring, rdb or rhd"
 # A path of 4096 bytes: one more than the setting holds with its NUL.
@@ -64,7 +67,7 @@ for name in HVD_FUSION_THRESHOLD HVD_CYCLE_TIME HVD_TIMELINE \
     HVD_STALL_CHECK_TIME HVD_STALL_SHUTDOWN_TIME HVD_LOG_LEVEL HVD_BIND \
     HVD_INTRANODE HVD_HIERARCHICAL_ALLREDUCE HVD_SPIN_TIME HVD_ALLREDUCE_ALGO \
     HVD_RING_SEGMENT_BYTES HVD_RING_SMALL_BYTES HVD_SHM_SEGMENT_BYTES \
-    HVD_SHM_STREAM; do
+    HVD_SHM_STREAM HVD_RING_STAGING_BYTES HVD_RING_IPC_BYTES HVD_RING_IPC; do
     empty="$empty $name="
 done
 # shellcheck disable=SC2086 # one word per setting
