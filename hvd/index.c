@@ -1,16 +1,21 @@
 /* hvd/index.c: a hash map from names to pointers, so that finding a request
  * by name costs the same with 10 or 10,000 in flight. Open addressing with
- * linear probing; keys are not copied (they live in the requests or cache
- * entries the values belong to). Each slot keeps its key's hash, so that
- * a probe reads the key itself, which lies in some request the cache may
- * have lost, only where the hash matches: a probe of a table of a step's
- * names passes many others, and tombstones, before its own. */
+ * linear probing over one array of {hash, key, value} slots, so that a
+ * probe reads one cache line, not one in each of three arrays. Keys are
+ * not copied (they live in the requests or cache entries the values belong
+ * to); a probe compares a key only where the hash matches, and a key that
+ * is the very pointer asked for without reading it.
+ *
+ * Deletion moves the entries after the hole back into it (Knuth's
+ * Algorithm R) instead of leaving a tombstone: every training step puts
+ * and deletes each of its names once in the index of requests in flight,
+ * and with tombstones the table filled with them and was rebuilt about
+ * once a step, under the lock the submitting threads take (1000 tensors of
+ * 4 KiB spent a fifth of their fused time on it, bench/README.md). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "hvd/index.h"
-
-static const char hvd__deleted[] = "";
 
 uint64_t hvd__index_hash(const char *name)
 {
@@ -24,68 +29,48 @@ uint64_t hvd__index_hash(const char *name)
 static size_t hvd__probe(const hvd__index_t *ix, const char *name,
                          uint64_t hash, int *found)
 {
-    size_t mask = ix->cap - 1, i = (size_t)hash & mask, free_at = ix->cap;
+    size_t mask = ix->cap - 1, i = (size_t)hash & mask;
     for (;; i = (i + 1) & mask) {
-        const char *key = ix->keys[i];
-        if (!key) break;
-        if (key == hvd__deleted) {
-            if (free_at == ix->cap) free_at = i;
-        } else if (ix->hashes[i] == hash && strcmp(key, name) == 0) {
+        const hvd__index_slot_t *s = &ix->slots[i];
+        if (!s->key) break;
+        if (s->hash == hash && (s->key == name || strcmp(s->key, name) == 0)) {
             *found = 1;
             return i;
         }
     }
     *found = 0;
-    return free_at < ix->cap ? free_at : i;
+    return i;
 }
 
-/* Rebuilds the table without its tombstones, at a size the live entries
- * fill to at most a quarter. Sizing it from used (tombstones included)
- * doubled it whenever tombstones piled up: with a new name every call
- * (bench/soak) it grew for ever, 30 -> 55 MiB over a million calls. */
+/* Doubles the table; the keys are distinct and their hashes kept, so each
+ * goes to the first empty slot of its probe with no comparison. */
 static int hvd__index_grow(hvd__index_t *ix)
 {
-    size_t live = 0, cap = 64;
-    for (size_t i = 0; i < ix->cap; i++)
-        live += ix->keys[i] && ix->keys[i] != hvd__deleted;
-    while (cap < 4 * (live + 1)) cap *= 2;
-    hvd__index_t bigger = {.cap = cap};
-    bigger.keys = calloc(bigger.cap, sizeof *bigger.keys);
-    bigger.values = calloc(bigger.cap, sizeof *bigger.values);
-    bigger.hashes = calloc(bigger.cap, sizeof *bigger.hashes);
-    if (!bigger.keys || !bigger.values || !bigger.hashes) {
-        hvd__index_free(&bigger);
-        return HVD_ERR_NOMEM;
-    }
-    /* The keys are distinct and their hashes kept: each goes to the first
-     * empty slot of its probe, with no hash or comparison made again. */
+    size_t cap = ix->cap ? 2 * ix->cap : 64;
+    hvd__index_slot_t *slots = calloc(cap, sizeof *slots);
+    if (!slots) return HVD_ERR_NOMEM;
     for (size_t i = 0; i < ix->cap; i++) {
-        if (!ix->keys[i] || ix->keys[i] == hvd__deleted) continue;
-        size_t j = (size_t)ix->hashes[i] & (cap - 1);
-        while (bigger.keys[j]) j = (j + 1) & (cap - 1);
-        bigger.keys[j] = ix->keys[i];
-        bigger.values[j] = ix->values[i];
-        bigger.hashes[j] = ix->hashes[i];
-        bigger.used++;
+        if (!ix->slots[i].key) continue;
+        size_t j = (size_t)ix->slots[i].hash & (cap - 1);
+        while (slots[j].key) j = (j + 1) & (cap - 1);
+        slots[j] = ix->slots[i];
     }
-    hvd__index_free(ix);
-    *ix = bigger;
+    free(ix->slots);
+    ix->slots = slots;
+    ix->cap = cap;
     return HVD_OK;
 }
 
 int hvd__index_put(hvd__index_t *ix, const char *name, void *value)
 {
-    /* Tombstones count as used, so probes always reach an empty slot. */
     if (2 * (ix->used + 1) > ix->cap && hvd__index_grow(ix) != HVD_OK)
         return HVD_ERR_NOMEM;
     int found;
     uint64_t hash = hvd__index_hash(name);
     size_t i = hvd__probe(ix, name, hash, &found);
     if (found) return HVD_ERR_STATE;
-    if (!ix->keys[i]) ix->used++;
-    ix->keys[i] = name;
-    ix->values[i] = value;
-    ix->hashes[i] = hash;
+    ix->slots[i] = (hvd__index_slot_t){hash, name, value};
+    ix->used++;
     return HVD_OK;
 }
 
@@ -94,7 +79,25 @@ void *hvd__index_get(const hvd__index_t *ix, const char *name)
     int found = 0;
     if (ix->cap == 0) return NULL;
     size_t i = hvd__probe(ix, name, hvd__index_hash(name), &found);
-    return found ? ix->values[i] : NULL;
+    return found ? ix->slots[i].value : NULL;
+}
+
+/* Empties slot i, moving back each later entry of the run whose probe
+ * starts at or before the hole, so that every probe still reaches its
+ * entry before an empty slot. */
+static void hvd__index_remove(hvd__index_t *ix, size_t i)
+{
+    size_t mask = ix->cap - 1;
+    for (size_t j = (i + 1) & mask; ix->slots[j].key; j = (j + 1) & mask) {
+        size_t home = (size_t)ix->slots[j].hash & mask;
+        /* Stays where it is when its home lies cyclically in (i, j]. */
+        if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+            continue;
+        ix->slots[i] = ix->slots[j];
+        i = j;
+    }
+    ix->slots[i] = (hvd__index_slot_t){0};
+    ix->used--;
 }
 
 void *hvd__index_take(hvd__index_t *ix, const char *name)
@@ -103,9 +106,8 @@ void *hvd__index_take(hvd__index_t *ix, const char *name)
     if (ix->cap == 0) return NULL;
     size_t i = hvd__probe(ix, name, hvd__index_hash(name), &found);
     if (!found) return NULL;
-    void *value = ix->values[i];
-    ix->keys[i] = hvd__deleted;
-    ix->values[i] = NULL;
+    void *value = ix->slots[i].value;
+    hvd__index_remove(ix, i);
     return value;
 }
 
@@ -114,10 +116,28 @@ void hvd__index_del(hvd__index_t *ix, const char *name)
     hvd__index_take(ix, name);
 }
 
+int hvd__index_sweep(hvd__index_t *ix, int (*drop)(void *value))
+{
+    if (ix->used == 0) return HVD_OK;
+    /* From an empty slot round the table: a removal moves only entries
+     * of the run after the hole, none yet visited, and none past an
+     * empty slot, so each entry is seen once. */
+    size_t mask = ix->cap - 1, start = 0;
+    while (ix->slots[start].key) start++;
+    for (size_t n = 1; n < ix->cap;) {
+        size_t i = (start + n) & mask;
+        if (ix->slots[i].key && drop(ix->slots[i].value))
+            hvd__index_remove(ix, i); /* i now holds the next entry */
+        else
+            n++;
+    }
+    while (4 * (ix->used + 1) > ix->cap)
+        if (hvd__index_grow(ix) != HVD_OK) return HVD_ERR_NOMEM;
+    return HVD_OK;
+}
+
 void hvd__index_free(hvd__index_t *ix)
 {
-    free(ix->keys);
-    free(ix->values);
-    free(ix->hashes);
+    free(ix->slots);
     *ix = (hvd__index_t){0};
 }
