@@ -201,6 +201,14 @@ static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
     }
 }
 
+/* One timeline event per tensor of the group this rank made. */
+static void hvd__timeline_group(const hvd__response_t *resp, hvd_handle_t *hs,
+                                const char *phase, double t0, double t1)
+{
+    for (int i = 0; i < resp->head.ndescs; i++)
+        if (hs[i]) hvd__timeline_event(resp->descs[i].name, phase, t0, t1);
+}
+
 /* Several allreduces of one dtype and op, as pieces of one buffer: ring
  * reduces them where they lie when they tile a range (a model's gradient
  * slab), else copies them through its window or scratch. A joined rank's
@@ -222,11 +230,9 @@ static int hvd__run_fused(const hvd__response_t *resp, hvd_handle_t *hs)
     int status = ring_ctx_allreduce_pieces(hvd__ctx, pieces, (size_t)n,
                                            (ring_dtype_t)descs[0].dtype,
                                            (ring_op_t)descs[0].op);
-    double t1 = hvd__now();
-    for (int i = 0; i < n; i++)
-        if (hs[i])
-            hvd__timeline_event(descs[i].name, hvd__phase(&descs[i], count),
-                                t0, t1);
+    if (hvd__timeline_on())
+        hvd__timeline_group(resp, hs, hvd__phase(&descs[0], count), t0,
+                            hvd__now());
     free(pieces);
     return status;
 }
@@ -285,14 +291,6 @@ static int hvd__dev_pack(const ring_dev_t *dev, const hvd__response_t *resp,
         HVD_CHECK_DEV(dev->copy_batch(copies, ncopies, hvd__dev.stream));
 out:
     return status;
-}
-
-/* One timeline event per tensor of the group this rank made. */
-static void hvd__timeline_group(const hvd__response_t *resp, hvd_handle_t *hs,
-                                const char *phase, double t0, double t1)
-{
-    for (int i = 0; i < resp->head.ndescs; i++)
-        if (hs[i]) hvd__timeline_event(resp->descs[i].name, phase, t0, t1);
 }
 
 /* Several device allreduces of one dtype and op through the device fusion
@@ -360,7 +358,7 @@ int hvd__execute(const hvd__response_t *resp, hvd_handle_t *hs,
     int n = resp->head.ndescs, status = resp->head.status;
     double start = hvd__now();
     hvd__set_thread_error(""); /* what fails below says why, not before */
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && hvd__timeline_on(); i++) {
         if (!hs[i]) continue;
         hvd__timeline_event(resp->descs[i].name, "NEGOTIATE",
                             hs[i]->submit_s, ready_s);

@@ -59,6 +59,8 @@ static long hvd__row(const char *tensor)
     return (long)hvd__nrows;
 }
 
+int hvd__timeline_on(void) { return hvd__trace != NULL; }
+
 void hvd__timeline_event(const char *tensor, const char *phase, double start_s,
                          double end_s)
 {

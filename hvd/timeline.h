@@ -6,6 +6,9 @@
 #include "hvd/config.h"
 
 int hvd__timeline_open(const char *path);
+/* Whether events are written: a fused group's thousand tensors skip the
+ * work of naming their events when they are not. */
+int hvd__timeline_on(void);
 void hvd__timeline_event(const char *tensor, const char *phase, double start_s,
                          double end_s);
 void hvd__timeline_close(void);
