@@ -311,30 +311,28 @@ static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
     if (name && strncmp(name, "__", 2) == 0)
         return hvd__bad(func, "names starting with \"__\" are hvd's own");
 
-    hvd_handle_t h = calloc(1, sizeof *h);
-    if (!h) return HVD_ERR_NOMEM;
-    h->desc = (hvd__desc_t){.kind = kind, .dtype = dtype,
-                            .op = reduces ? op : 0,
-                            .root = kind == HVD__BROADCAST ? root : 0,
-                            .count = count};
-    status = hvd__request_mem(func, &h->desc, sendbuf, recvbuf, stream);
-    if (status == HVD_OK && stream) status = hvd__request_events(h, stream);
-    if (status != HVD_OK) goto err_free_handle;
+    struct hvd_handle req = {
+        .desc = {.kind = kind, .dtype = dtype, .op = reduces ? op : 0,
+                 .root = kind == HVD__BROADCAST ? root : 0, .count = count},
+        .sendbuf = sendbuf,
+        .recvbuf = recvbuf,
+    };
+    status = hvd__request_mem(func, &req.desc, sendbuf, recvbuf, stream);
+    if (status == HVD_OK && stream) status = hvd__request_events(&req, stream);
+    if (status != HVD_OK) goto out;
     if (name)
-        strcpy(h->desc.name, name);
+        strcpy(req.desc.name, name);
     else /* matched by order: the n-th unnamed call of a kind on each rank */
-        snprintf(h->desc.name, sizeof h->desc.name, "__%s.%llu",
+        snprintf(req.desc.name, sizeof req.desc.name, "__%s.%llu",
                  hvd__kind_name(kind),
                  (unsigned long long)hvd__unnamed_seq[kind]++);
-    h->sendbuf = sendbuf;
-    h->recvbuf = recvbuf;
-    if (apply) h->apply = *apply;
-    status = hvd__request_queue(h);
-    if (status != HVD_OK) goto err_free_handle;
-    *handle = h;
-    return HVD_OK;
-err_free_handle:
-    hvd__handle_free(h);
+    if (apply) req.apply = *apply;
+    status = hvd__request_queue(&req, handle);
+out:
+    if (status != HVD_OK && (req.ready_ev || req.done_ev)) {
+        ring_dev()->event_destroy(req.ready_ev);
+        ring_dev()->event_destroy(req.done_ev);
+    }
     return status;
 }
 
@@ -391,7 +389,7 @@ int hvd_wait(hvd_handle_t handle)
     if (!handle) return HVD_ERR_ARG;
     int status = hvd__wait_done(handle);
     hvd__take_error(handle, status);
-    hvd__handle_free(handle);
+    hvd__handle_release(handle);
     return status;
 }
 
@@ -410,7 +408,7 @@ int hvd_wait_stream(hvd_handle_t handle, struct ring_stream *stream)
      * later engine, leaving its stream running, will keep. */
     if (status == HVD_OK)
         status = ring_dev()->stream_wait(stream, handle->done_ev);
-    hvd__handle_free(handle);
+    hvd__handle_release(handle);
     return status;
 }
 

@@ -176,11 +176,13 @@ static void hvd__fill_bits(hvd__loop_t *loop, hvd__bits_t *bits, double now)
         int slot = h->cache_slot;
         if (slot < 0 || !hvd__cache.alive[slot]) {
             or_flags |= HVD__OR_COORDINATE;
-        } else if (!hvd__desc_same(&hvd__cache.descs[slot], &h->desc) ||
+        } else if (!hvd__desc_same_fields(&hvd__cache.descs[slot],
+                                          &h->desc) ||
                    now - h->submit_s > hvd__engine.config.stall_check_s / 2) {
-            /* Changed, or waiting long: let the coordinator see everyone's
-             * requests for this name (it checks them and names the ranks
-             * that are missing). */
+            /* Changed (the entry was found by this name: only the fields
+             * can differ), or waiting long: let the coordinator see
+             * everyone's requests for this name (it checks them and names
+             * the ranks that are missing). */
             hvd__set_bit(bits->invalid_inv, slot);
         } else {
             hvd__set_bit(bits->ready, slot);
@@ -282,7 +284,12 @@ static void hvd__take_incoming(hvd__loop_t *loop, double now)
     for (hvd_handle_t next; h; h = next) {
         next = h->next;
         h->submit_s = now;
-        int slot = hvd__cache_find(h->desc.name);
+        /* A kept handle's name had that slot last time, and a slot keeps
+         * its name while it lives: no name to compare. */
+        int slot = h->cache_hint >= 0 && hvd__cache.alive[h->cache_hint]
+                       ? h->cache_hint
+                       : hvd__cache_find(h->desc.name);
+        h->cache_hint = slot;
         h->cache_slot = slot >= 0 && !hvd__cache.waiting[slot] ? slot : -1;
         if (h->desc.kind == HVD__JOIN) {
             loop->join = h;
@@ -570,7 +577,9 @@ int hvd__engine_stop(void)
     hvd__execute_free();
     hvd__coordinator_free();
     hvd__timeline_close();
-    hvd__index_free(&hvd__engine.inflight);
+    pthread_mutex_lock(&hvd__engine.mu);
+    hvd__named_free();
+    pthread_mutex_unlock(&hvd__engine.mu);
     hvd__index_free(&hvd__cache.by_name);
     return HVD_OK;
 }

@@ -96,23 +96,150 @@ void hvd__pending_free(hvd__list_t *list)
 
 /* ---- submission and completion ---- */
 
-int hvd__request_queue(hvd_handle_t h)
+/* A handle, new or kept, takes req's request: every field but the name
+ * (the same, or set) and the engine's cache hint (the name's). Written
+ * field by field: a copy of the whole would write the name's lines too. */
+static void hvd__handle_fill(hvd_handle_t h, const struct hvd_handle *req)
+{
+    h->desc.kind = req->desc.kind;
+    h->desc.dtype = req->desc.dtype;
+    h->desc.op = req->desc.op;
+    h->desc.root = req->desc.root;
+    h->desc.mem = req->desc.mem;
+    h->desc.unused = 0;
+    h->desc.count = req->desc.count;
+    h->sendbuf = req->sendbuf;
+    h->recvbuf = req->recvbuf;
+    h->apply = req->apply;
+    h->ready_ev = req->ready_ev;
+    h->done_ev = req->done_ev;
+    h->status = HVD_OK;
+    h->waited = 0;
+    h->coordinated = 0;
+    h->cache_slot = -1;
+    atomic_store_explicit(&h->done, 0, memory_order_relaxed);
+}
+
+/* Drops a kept handle that is idle (hvd__index_sweep's drop; under mu,
+ * which every change from INDEX is made under). */
+static int hvd__named_drop(void *value)
+{
+    hvd_handle_t h = value;
+    if (atomic_load_explicit(&h->owner, memory_order_acquire) !=
+        HVD__OWNER_INDEX)
+        return 0;
+    free(h);
+    return 1;
+}
+
+/* A step makes its names in the same order every time: the kept handle
+ * of the name after the last one made is most often this one's, found
+ * without a probe of the index, whose lines the step's allreduce has
+ * evicted (the handle's own are read and written anyway). NULL if not. */
+static hvd_handle_t hvd__named_guess(const char *name)
+{
+    hvd_handle_t last = hvd__engine.named_last;
+    if (!last || last->next_epoch != hvd__engine.named_epoch) return NULL;
+    hvd_handle_t h = last->named_next;
+    return h && strcmp(h->desc.name, name) == 0 ? h : NULL;
+}
+
+/* Before kept handles may be freed: no guess leads to one from now on. */
+static void hvd__named_forget(void)
+{
+    hvd__engine.named_last = NULL;
+    hvd__engine.named_epoch++;
+}
+
+/* The handle for a named request (under mu): its name's kept handle when
+ * idle, else a new one that the index keeps from now on. HVD_ERR_STATE
+ * when the kept one is still in flight. */
+static int hvd__named_handle(const char *name, hvd_handle_t *out)
+{
+    hvd__index_t *named = &hvd__engine.named;
+    hvd_handle_t h = hvd__named_guess(name);
+    if (!h) h = hvd__index_get(named, name);
+    if (h && !atomic_load_explicit(&h->done, memory_order_relaxed))
+        return HVD_ERR_STATE;
+    if (h) {
+        int owner = HVD__OWNER_INDEX;
+        if (atomic_compare_exchange_strong_explicit(
+                &h->owner, &owner, HVD__OWNER_CALLER, memory_order_acquire,
+                memory_order_acquire)) {
+            *out = h; /* idle: this request's */
+            return HVD_OK;
+        }
+        /* Done, not yet waited for: its hvd_wait will free it, unless
+         * that gave it back meanwhile. */
+        owner = HVD__OWNER_CALLER;
+        if (!atomic_compare_exchange_strong_explicit(
+                &h->owner, &owner, HVD__OWNER_NONE, memory_order_acquire,
+                memory_order_acquire)) {
+            atomic_store_explicit(&h->owner, HVD__OWNER_CALLER,
+                                  memory_order_relaxed);
+            *out = h;
+            return HVD_OK;
+        }
+        hvd__index_del(named, name);
+        hvd__named_forget();
+    }
+    /* Before a put would grow the table: the idle handles of names not
+     * made again (the unnamed calls' names are never seen twice) go. */
+    if (2 * (named->used + 1) > named->cap) {
+        hvd__named_forget();
+        if (hvd__index_sweep(named, hvd__named_drop) != HVD_OK)
+            return HVD_ERR_NOMEM;
+    }
+    if (!(h = calloc(1, sizeof *h))) return HVD_ERR_NOMEM;
+    strcpy(h->desc.name, name);
+    h->cache_hint = -1;
+    if (hvd__index_put(named, h->desc.name, h) != HVD_OK) {
+        free(h);
+        return HVD_ERR_NOMEM;
+    }
+    *out = h;
+    return HVD_OK;
+}
+
+int hvd__request_queue(const struct hvd_handle *req, hvd_handle_t *out)
 {
     int status = HVD_OK;
+    hvd_handle_t h = NULL;
+    int named = strncmp(req->desc.name, "__", 2) != 0;
     pthread_mutex_lock(&hvd__engine.mu);
     if (hvd__engine.stalled) {
         status = HVD_ERR_STALL;
     } else if (hvd__engine.peer_down) {
         status = HVD_ERR_STATE;
         hvd__log(HVD__LOG_ERROR, "%s '%s': another rank has shut hvd down",
-                 hvd__kind_name(h->desc.kind), h->desc.name);
-    } else if ((status = hvd__index_put(&hvd__engine.inflight, h->desc.name,
-                                        h)) == HVD_ERR_STATE) {
+                 hvd__kind_name(req->desc.kind), req->desc.name);
+    } else if (!named) {
+        /* Unique by construction: nothing to check, nothing to keep. */
+        if ((h = calloc(1, sizeof *h))) {
+            strcpy(h->desc.name, req->desc.name);
+            h->cache_hint = -1;
+        } else {
+            status = HVD_ERR_NOMEM;
+        }
+    } else if ((status = hvd__named_handle(req->desc.name, &h)) ==
+               HVD_ERR_STATE) {
         hvd__log(HVD__LOG_ERROR, "%s '%s' is already in flight on this "
                  "rank: wait for it before making it again",
-                 hvd__kind_name(h->desc.kind), h->desc.name);
+                 hvd__kind_name(req->desc.kind), req->desc.name);
     }
     if (status == HVD_OK) {
+        hvd__handle_fill(h, req);
+        atomic_store_explicit(&h->owner,
+                              named ? HVD__OWNER_CALLER : HVD__OWNER_NONE,
+                              memory_order_relaxed);
+        if (named) {
+            hvd_handle_t last = hvd__engine.named_last;
+            if (last) {
+                last->named_next = h;
+                last->next_epoch = hvd__engine.named_epoch;
+            }
+            hvd__engine.named_last = h;
+        }
         hvd__chain_link(&hvd__engine.chain, &h->desc, h->sendbuf, h->recvbuf);
         h->next = NULL;
         *hvd__engine.incoming_tail = h;
@@ -122,22 +249,45 @@ int hvd__request_queue(hvd_handle_t h)
                               hvd__engine.nsubmitted + 1,
                               memory_order_relaxed);
         pthread_cond_signal(&hvd__engine.wake_cv);
+        *out = h;
     }
     pthread_mutex_unlock(&hvd__engine.mu);
     return status;
 }
 
-void hvd__handle_free(hvd_handle_t h)
+void hvd__handle_release(hvd_handle_t h)
 {
-    if (!h) return;
     if (h->ready_ev || h->done_ev) {
         /* Safe once done: the engine has waited for both (CUDA defers the
          * release of an event still pending anyway). */
         ring_dev()->event_destroy(h->ready_ev);
         ring_dev()->event_destroy(h->done_ev);
+        h->ready_ev = h->done_ev = NULL;
     }
     free(h->error);
-    free(h);
+    h->error = NULL;
+    int owner = HVD__OWNER_CALLER;
+    /* Release: the name's next request, under mu, sees the above. */
+    if (!atomic_compare_exchange_strong_explicit(
+            &h->owner, &owner, HVD__OWNER_INDEX, memory_order_release,
+            memory_order_acquire))
+        free(h); /* not kept */
+}
+
+void hvd__named_free(void)
+{
+    hvd__index_t *named = &hvd__engine.named;
+    for (size_t i = 0; i < named->cap; i++) {
+        hvd_handle_t h = named->slots[i].value;
+        int owner = HVD__OWNER_CALLER;
+        /* Not yet waited for: its hvd_wait frees it. */
+        if (h && !atomic_compare_exchange_strong_explicit(
+                     &h->owner, &owner, HVD__OWNER_NONE,
+                     memory_order_acquire, memory_order_acquire))
+            free(h);
+    }
+    hvd__index_free(named);
+    hvd__named_forget();
 }
 
 void hvd__complete_many(hvd_handle_t *hs, size_t n, int status)
@@ -154,7 +304,6 @@ void hvd__complete_many(hvd_handle_t *hs, size_t n, int status)
     pthread_mutex_lock(&hvd__engine.mu);
     for (size_t i = 0; i < n; i++) {
         if (!hs[i]) continue;
-        hvd__index_del(&hvd__engine.inflight, hs[i]->desc.name);
         hs[i]->status = status;
         if (error) hs[i]->error = strdup(error);
         wake |= hs[i]->waited;
@@ -238,12 +387,12 @@ void hvd__chain_link(hvd__chain_t *chain, hvd__desc_t *desc,
     chain->hash = hvd__name_hash(desc->name);
 }
 
-int hvd__desc_same(const hvd__desc_t *a, const hvd__desc_t *b)
+int hvd__desc_same_fields(const hvd__desc_t *a, const hvd__desc_t *b)
 {
-    /* The fields first, then the name up to its end: the engine compares
-     * every request with its cache entry each cycle, and a whole-struct
-     * memcmp read all 200 bytes of both names. */
+    /* Not the names: the engine compares each request with the cache
+     * entry it found by name, every cycle, and reading the entry's name
+     * again took a line of memory per request that the fields' line
+     * lacked. */
     return a->kind == b->kind && a->dtype == b->dtype && a->op == b->op &&
-           a->root == b->root && a->count == b->count && a->mem == b->mem &&
-           strcmp(a->name, b->name) == 0;
+           a->root == b->root && a->count == b->count && a->mem == b->mem;
 }

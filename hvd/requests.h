@@ -53,8 +53,8 @@ typedef struct {
 const char *hvd__kind_name(int kind);
 /* A request's data in bytes: count elements of its dtype. */
 size_t hvd__desc_bytes(const hvd__desc_t *d);
-/* Whether a and b agree on everything but the hint. */
-int hvd__desc_same(const hvd__desc_t *a, const hvd__desc_t *b);
+/* Whether a and b, of one name, agree on everything but the hint. */
+int hvd__desc_same_fields(const hvd__desc_t *a, const hvd__desc_t *b);
 /* A name's 64-bit hash, never 0. */
 uint64_t hvd__name_hash(const char *name);
 
@@ -72,6 +72,19 @@ typedef struct {
 void hvd__chain_link(hvd__chain_t *chain, hvd__desc_t *desc,
                      const void *sendbuf, const void *recvbuf);
 
+/* Who frees a handle (hvd__handle_release). A named request's handle is
+ * kept for its name (hvd__engine.named) and used again by the name's next
+ * request once hvd_wait has returned it: a training step makes the same
+ * names every time, and a new handle each (calloc, the name copied and
+ * hashed, an index entry made and removed, free) cost more per request,
+ * in lines of memory the step's allreduce had evicted, than the rest of
+ * its bookkeeping (bench/README.md). */
+typedef enum {
+    HVD__OWNER_CALLER, /* submitted; hvd_wait returns it to the index */
+    HVD__OWNER_INDEX,  /* waited for: idle, the name's next request's */
+    HVD__OWNER_NONE    /* not kept (unnamed, or replaced): hvd_wait frees */
+} hvd__owner_t;
+
 struct hvd_handle {
     hvd__desc_t desc;
     const void *sendbuf;
@@ -88,9 +101,17 @@ struct hvd_handle {
                                  for it (malloc'd), for hvd_last_error */
     _Atomic int done;         /* set under mu; hvd_wait may also spin on
                                  it without */
+    _Atomic int owner;        /* hvd__owner_t; CALLER -> INDEX by hvd_wait
+                                 without mu, every other change under mu */
     int waited;               /* under mu: a caller sleeps until done */
+    /* Under mu, kept handles only: the kept handle submitted after this
+     * one last time, valid while next_epoch is the engine's named_epoch. */
+    struct hvd_handle *named_next;
+    uint64_t next_epoch;
     int coordinated;          /* engine only: sent to the coordinator */
     int cache_slot;           /* engine only: its response cache entry, -1 */
+    int cache_hint;           /* engine only: the cache slot of its name
+                                 when it last ran, kept with the handle */
     int by_name;              /* engine only: in the pending list's index */
     size_t pending_pos;       /* engine only: where in the pending list */
     double submit_s;          /* engine only: for stalls and the timeline */
@@ -116,7 +137,11 @@ typedef struct {
                                  when it stops moving (changed under mu;
                                  a spinning engine reads it without) */
     hvd__chain_t chain;       /* the last request queued, for its follower */
-    hvd__index_t inflight;    /* every handle not yet done, for duplicates */
+    hvd__index_t named;       /* name -> its handle, kept (hvd__owner_t);
+                                 not done: in flight, a duplicate fails */
+    hvd_handle_t named_last;  /* the kept handle submitted last, or NULL */
+    uint64_t named_epoch;     /* changes when a kept handle may be freed
+                                 (hvd__named_forget) */
     _Atomic int waiters;      /* callers blocked in hvd_wait: no more
                                  requests are coming from them (changed
                                  under mu; the engine also reads it
@@ -164,12 +189,19 @@ static inline void hvd__cpu_relax(void)
 #endif
 }
 
-/* Queues a request (the engine owns it from here) and wakes the engine;
- * HVD_ERR_STATE when the name is already in flight on this rank,
- * HVD_ERR_STALL after a stall shutdown (h is then not queued). */
-int hvd__request_queue(hvd_handle_t h);
-/* Frees a handle and its events (ready_ev, done_ev); NULL is a no-op. */
-void hvd__handle_free(hvd_handle_t h);
+/* Queues the request that req describes (its desc, buffers, apply and
+ * events; the rest is ignored) under a handle of its own, *out, which the
+ * engine owns until it is done, and wakes the engine: HVD_ERR_STATE when
+ * the name is already in flight on this rank or after another rank's
+ * shutdown, HVD_ERR_STALL after a stall shutdown, HVD_ERR_NOMEM; nothing
+ * is queued then, and req's events are still the caller's. */
+int hvd__request_queue(const struct hvd_handle *req, hvd_handle_t *out);
+/* hvd_wait's end: frees the done handle's events and error, then the
+ * handle, or gives it back to its name's index. */
+void hvd__handle_release(hvd_handle_t h);
+/* Frees the kept handles at shutdown (those not yet waited for are freed
+ * by their hvd_wait). */
+void hvd__named_free(void);
 /* Marks h done with `status` and wakes its waiter. Engine only. */
 void hvd__complete(hvd_handle_t h, int status);
 /* The same for the non-NULL handles of hs, with one wake-up. */

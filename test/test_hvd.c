@@ -13,9 +13,12 @@
  * same names submitted in a different order on each rank; 500 requests in
  * flight at once; a cached name waiting on one rank while the ranks
  * coordinate a new one; a fused group that tiles one allocation on some
- * ranks and not on others. Every result is compared bitwise with MPI's collective on
- * a copy (the oracle), so runs with fusion on and off agree with each other;
- * rank 0 also prints a checksum of all results to compare runs by eye.
+ * ranks and not on others; handles kept per name (a name made again
+ * before the last one's wait, thousands of names made once, a handle
+ * waited for after shutdown). Every result is compared bitwise with MPI's
+ * collective on a copy (the oracle), so runs with fusion on and off agree
+ * with each other; rank 0 also prints a checksum of all results to compare
+ * runs by eye.
  *
  * The oracle calls MPI from this thread beside the engine's: hvd_init must
  * give MPI_THREAD_MULTIPLE, and the engine must not use MPI_COMM_WORLD's
@@ -375,14 +378,14 @@ static void test_many(void)
     free(q);
 }
 
-/* Waits for h, at most 60 s: a request the engine lost fails the test
- * with its name instead of hanging it. */
-static int wait_bounded(hvd_handle_t h, const char *name)
+/* Polls h until it is done, at most 60 s (a request the engine lost fails
+ * the test with its name instead of hanging it), without hvd_wait: the
+ * handle stays the caller's. */
+static void poll_bounded(hvd_handle_t h, const char *name)
 {
     struct timespec start, now, nap = {0, 1000000};
     clock_gettime(CLOCK_MONOTONIC, &start);
-    int done;
-    while ((done = hvd_poll(h)) == 0) {
+    while (hvd_poll(h) == 0) {
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (now.tv_sec - start.tv_sec > 60) {
             fprintf(stderr, "rank %d: '%s' not done after 60 s\n", rank,
@@ -391,7 +394,68 @@ static int wait_bounded(hvd_handle_t h, const char *name)
         }
         nanosleep(&nap, NULL);
     }
+}
+
+static int wait_bounded(hvd_handle_t h, const char *name)
+{
+    poll_bounded(h, name);
     return hvd_wait(h);
+}
+
+/* Handles are kept per name and used again (hvd/requests.h). A name made
+ * again once done but before its hvd_wait gets a handle of its own, and
+ * both give their own results, whichever is waited for first; thousands
+ * of names made once each, 100 in flight at a time (the kept handles of
+ * names not made again are swept while others are in flight), leave a
+ * name made all along with its results. */
+static void test_kept_handles(void)
+{
+    enum { ONCE = 3000, BATCH = 100 };
+    for (int round = 0; round < 3; round++) {
+        int32_t a = rank + round, b = 10 * rank + round, ra = -1, rb = -1;
+        hvd_handle_t h1, h2;
+        TEST_EQ(hvd_allreduce_async(&a, &ra, 1, HVD_INT32, HVD_SUM,
+                                    "kept.again", &h1), HVD_OK);
+        poll_bounded(h1, "kept.again");
+        TEST_EQ(hvd_allreduce_async(&b, &rb, 1, HVD_INT32, HVD_SUM,
+                                    "kept.again", &h2), HVD_OK);
+        TEST_TRUE(h1 != h2);
+        if (round % 2) {
+            TEST_EQ(wait_bounded(h2, "kept.again"), HVD_OK);
+            TEST_EQ(hvd_wait(h1), HVD_OK);
+        } else {
+            TEST_EQ(hvd_wait(h1), HVD_OK);
+            TEST_EQ(wait_bounded(h2, "kept.again"), HVD_OK);
+        }
+        TEST_EQ(ra, size * (size - 1) / 2 + size * round);
+        TEST_EQ(rb, 10 * size * (size - 1) / 2 + size * round);
+    }
+    static int32_t in[BATCH], out[BATCH];
+    static hvd_handle_t hs[BATCH];
+    int32_t step = rank, step_sum = -1;
+    for (int k0 = 0; k0 < ONCE; k0 += BATCH) {
+        hvd_handle_t hstep;
+        TEST_EQ(hvd_allreduce_async(&step, &step_sum, 1, HVD_INT32, HVD_SUM,
+                                    "kept.step", &hstep), HVD_OK);
+        for (int i = 0; i < BATCH; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "kept.once.%d", k0 + i);
+            in[i] = rank + k0 + i;
+            out[i] = -1;
+            TEST_EQ(hvd_allreduce_async(&in[i], &out[i], 1, HVD_INT32,
+                                        HVD_SUM, name, &hs[i]), HVD_OK);
+        }
+        for (int i = 0; i < BATCH; i++) {
+            TEST_EQ(wait_bounded(hs[i], "kept.once"), HVD_OK);
+            if (out[i] != size * (size - 1) / 2 + size * (k0 + i)) {
+                TEST_FAIL("kept.once.%d: %d", k0 + i, (int)out[i]);
+                k0 = ONCE;
+                break;
+            }
+        }
+        TEST_EQ(wait_bounded(hstep, "kept.step"), HVD_OK);
+        TEST_EQ(step_sum, size * (size - 1) / 2);
+    }
 }
 
 /* A name from the response cache, made on rank 0 only, while the ranks
@@ -609,7 +673,16 @@ int main(int argc, char **argv)
     test_many();
     test_large();
     test_tiled();
+    test_kept_handles();
     test_barrier();
+
+    /* Done, not waited for at shutdown: its hvd_wait, after, still gives
+     * its status and frees it (hvd__named_free leaves it to that). */
+    int32_t one = 1, all = -1;
+    hvd_handle_t late;
+    TEST_EQ(hvd_allreduce_async(&one, &all, 1, HVD_INT32, HVD_SUM,
+                                "kept.late", &late), HVD_OK);
+    poll_bounded(late, "kept.late");
 
     int failed = test_failures, any;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, oracle);
@@ -620,6 +693,8 @@ int main(int argc, char **argv)
     MPI_Comm_free(&oracle);
 
     TEST_EQ(hvd_shutdown(), HVD_OK);
+    TEST_EQ(hvd_wait(late), HVD_OK);
+    TEST_EQ(all, size);
     int finalized = 0;
     MPI_Finalized(&finalized);
     TEST_EQ(finalized, 1); /* hvd_init started MPI, so shutdown ends it */
