@@ -241,15 +241,15 @@ static int hvd__buffer_mem(const char *func, const void *p, int *mem)
     return HVD_OK;
 }
 
-/* The request's memory kind into d->mem: both buffers of one kind (a NULL
+/* The request's memory kind into r->mem: both buffers of one kind (a NULL
  * one, of an empty request, takes the other's); a stream only with device
  * memory; no device memory for a sharded step (its apply runs on the
  * host, on the reduced data). */
-static int hvd__request_mem(const char *func, hvd__desc_t *d,
-                            const void *sendbuf, const void *recvbuf,
+static int hvd__request_mem(const char *func, hvd__request_t *r,
                             ring_stream_t *stream)
 {
     int send_mem, recv_mem;
+    const void *sendbuf = r->sendbuf, *recvbuf = r->recvbuf;
     int status = hvd__buffer_mem(func, sendbuf, &send_mem);
     if (status == HVD_OK) status = hvd__buffer_mem(func, recvbuf, &recv_mem);
     if (status != HVD_OK) return status;
@@ -259,11 +259,11 @@ static int hvd__request_mem(const char *func, hvd__desc_t *d,
                  func, hvd__mem_name(send_mem), hvd__mem_name(recv_mem));
         return HVD_ERR_ARG;
     }
-    d->mem = sendbuf ? send_mem : recv_mem;
-    if (d->mem == HVD__MEM_DEVICE && d->kind == HVD__ALLREDUCE_APPLY)
+    r->mem = sendbuf ? send_mem : recv_mem;
+    if (r->mem == HVD__MEM_DEVICE && r->kind == HVD__ALLREDUCE_APPLY)
         return hvd__bad(func, "a sharded step takes host memory, not device "
                               "memory");
-    if (stream && d->mem != HVD__MEM_DEVICE)
+    if (stream && r->mem != HVD__MEM_DEVICE)
         return hvd__bad(func, "a stream is for device tensors; these are "
                               "host memory (use the variant without one)");
     return HVD_OK;
@@ -272,13 +272,13 @@ static int hvd__request_mem(const char *func, hvd__desc_t *d,
 /* The stream variants' events: ready_ev marks the caller's work on stream
  * so far (the engine waits for it before reading the tensor), done_ev is
  * for the engine to record the result (hvd_wait_stream). */
-static int hvd__request_events(hvd_handle_t h, ring_stream_t *stream)
+static int hvd__request_events(hvd__request_t *r, ring_stream_t *stream)
 {
     const ring_dev_t *dev = ring_dev();
     int status = HVD_OK;
-    HVD_CHECK_DEV(dev->event_create(&h->ready_ev));
-    HVD_CHECK_DEV(dev->event_create(&h->done_ev));
-    HVD_CHECK_DEV(dev->event_record(h->ready_ev, stream));
+    HVD_CHECK_DEV(dev->event_create(&r->ready_ev));
+    HVD_CHECK_DEV(dev->event_create(&r->done_ev));
+    HVD_CHECK_DEV(dev->event_record(r->ready_ev, stream));
 out:
     return status;
 }
@@ -311,21 +311,20 @@ static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
     if (name && strncmp(name, "__", 2) == 0)
         return hvd__bad(func, "names starting with \"__\" are hvd's own");
 
-    struct hvd_handle req = {
-        .desc = {.kind = kind, .dtype = dtype, .op = reduces ? op : 0,
-                 .root = kind == HVD__BROADCAST ? root : 0, .count = count},
-        .sendbuf = sendbuf,
-        .recvbuf = recvbuf,
-    };
-    status = hvd__request_mem(func, &req.desc, sendbuf, recvbuf, stream);
+    hvd__request_t req = {.kind = kind, .dtype = dtype,
+                          .op = reduces ? op : 0,
+                          .root = kind == HVD__BROADCAST ? root : 0,
+                          .count = count, .sendbuf = sendbuf,
+                          .recvbuf = recvbuf, .name = name};
+    status = hvd__request_mem(func, &req, stream);
     if (status == HVD_OK && stream) status = hvd__request_events(&req, stream);
     if (status != HVD_OK) goto out;
-    if (name)
-        strcpy(req.desc.name, name);
-    else /* matched by order: the n-th unnamed call of a kind on each rank */
-        snprintf(req.desc.name, sizeof req.desc.name, "__%s.%llu",
-                 hvd__kind_name(kind),
+    char unnamed[HVD__NAME_MAX];
+    if (!name) { /* matched by order: the n-th unnamed call of a kind */
+        snprintf(unnamed, sizeof unnamed, "__%s.%llu", hvd__kind_name(kind),
                  (unsigned long long)hvd__unnamed_seq[kind]++);
+        req.name = unnamed;
+    }
     if (apply) req.apply = *apply;
     status = hvd__request_queue(&req, handle);
 out:

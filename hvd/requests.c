@@ -96,18 +96,16 @@ void hvd__pending_free(hvd__list_t *list)
 
 /* ---- submission and completion ---- */
 
-/* A handle, new or kept, takes req's request: every field but the name
- * (the same, or set) and the engine's cache hint (the name's). Written
- * field by field: a copy of the whole would write the name's lines too. */
-static void hvd__handle_fill(hvd_handle_t h, const struct hvd_handle *req)
+/* A handle, new or kept, takes req's request (its name is req's). */
+static void hvd__handle_fill(hvd_handle_t h, const hvd__request_t *req)
 {
-    h->desc.kind = req->desc.kind;
-    h->desc.dtype = req->desc.dtype;
-    h->desc.op = req->desc.op;
-    h->desc.root = req->desc.root;
-    h->desc.mem = req->desc.mem;
+    h->desc.kind = req->kind;
+    h->desc.dtype = req->dtype;
+    h->desc.op = req->op;
+    h->desc.root = req->root;
+    h->desc.mem = req->mem;
     h->desc.unused = 0;
-    h->desc.count = req->desc.count;
+    h->desc.count = req->count;
     h->sendbuf = req->sendbuf;
     h->recvbuf = req->recvbuf;
     h->apply = req->apply;
@@ -201,31 +199,31 @@ static int hvd__named_handle(const char *name, hvd_handle_t *out)
     return HVD_OK;
 }
 
-int hvd__request_queue(const struct hvd_handle *req, hvd_handle_t *out)
+int hvd__request_queue(const hvd__request_t *req, hvd_handle_t *out)
 {
     int status = HVD_OK;
     hvd_handle_t h = NULL;
-    int named = strncmp(req->desc.name, "__", 2) != 0;
+    int named = strncmp(req->name, "__", 2) != 0;
     pthread_mutex_lock(&hvd__engine.mu);
     if (hvd__engine.stalled) {
         status = HVD_ERR_STALL;
     } else if (hvd__engine.peer_down) {
         status = HVD_ERR_STATE;
         hvd__log(HVD__LOG_ERROR, "%s '%s': another rank has shut hvd down",
-                 hvd__kind_name(req->desc.kind), req->desc.name);
+                 hvd__kind_name(req->kind), req->name);
     } else if (!named) {
         /* Unique by construction: nothing to check, nothing to keep. */
         if ((h = calloc(1, sizeof *h))) {
-            strcpy(h->desc.name, req->desc.name);
+            strcpy(h->desc.name, req->name);
             h->cache_hint = -1;
         } else {
             status = HVD_ERR_NOMEM;
         }
-    } else if ((status = hvd__named_handle(req->desc.name, &h)) ==
+    } else if ((status = hvd__named_handle(req->name, &h)) ==
                HVD_ERR_STATE) {
         hvd__log(HVD__LOG_ERROR, "%s '%s' is already in flight on this "
                  "rank: wait for it before making it again",
-                 hvd__kind_name(req->desc.kind), req->desc.name);
+                 hvd__kind_name(req->kind), req->name);
     }
     if (status == HVD_OK) {
         hvd__handle_fill(h, req);

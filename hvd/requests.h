@@ -189,13 +189,24 @@ static inline void hvd__cpu_relax(void)
 #endif
 }
 
-/* Queues the request that req describes (its desc, buffers, apply and
- * events; the rest is ignored) under a handle of its own, *out, which the
- * engine owns until it is done, and wakes the engine: HVD_ERR_STATE when
- * the name is already in flight on this rank or after another rank's
- * shutdown, HVD_ERR_STALL after a stall shutdown, HVD_ERR_NOMEM; nothing
- * is queued then, and req's events are still the caller's. */
-int hvd__request_queue(const struct hvd_handle *req, hvd_handle_t *out);
+/* A request as the API checked it, before it has a handle: what
+ * hvd__request_queue copies into one. */
+typedef struct {
+    const char *name;
+    int32_t kind, dtype, op, root, mem;
+    uint64_t count;
+    const void *sendbuf;
+    void *recvbuf;
+    ring_apply_t apply;
+    ring_event_t *ready_ev, *done_ev;
+} hvd__request_t;
+
+/* Queues req under a handle of its own, *out, which the engine owns until
+ * it is done, and wakes the engine: HVD_ERR_STATE when the name is
+ * already in flight on this rank or after another rank's shutdown,
+ * HVD_ERR_STALL after a stall shutdown, HVD_ERR_NOMEM; nothing is queued
+ * then, and req's events are still the caller's. */
+int hvd__request_queue(const hvd__request_t *req, hvd_handle_t *out);
 /* hvd_wait's end: frees the done handle's events and error, then the
  * handle, or gives it back to its name's index. */
 void hvd__handle_release(hvd_handle_t h);
