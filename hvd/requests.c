@@ -266,10 +266,16 @@ void hvd__handle_release(hvd_handle_t h)
     h->error = NULL;
     int owner = HVD__OWNER_CALLER;
     /* Release: the name's next request, under mu, sees the above. */
-    if (!atomic_compare_exchange_strong_explicit(
+    if (atomic_compare_exchange_strong_explicit(
             &h->owner, &owner, HVD__OWNER_INDEX, memory_order_release,
             memory_order_acquire))
+        return;
+    if (owner == HVD__OWNER_NONE)
         free(h); /* not kept */
+    else /* the index's already: freeing it would leave the index a hole */
+        hvd__log(HVD__LOG_ERROR, "hvd_wait: the handle of '%s' was waited "
+                 "for already (a handle ends with its first wait)",
+                 h->desc.name);
 }
 
 void hvd__named_free(void)

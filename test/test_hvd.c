@@ -14,8 +14,8 @@
  * flight at once; a cached name waiting on one rank while the ranks
  * coordinate a new one; a fused group that tiles one allocation on some
  * ranks and not on others; handles kept per name (a name made again
- * before the last one's wait, thousands of names made once, a handle
- * waited for after shutdown). Every result is compared bitwise with MPI's
+ * before the last one's wait, a handle waited for twice, thousands of
+ * names made once, a handle waited for after shutdown). Every result is compared bitwise with MPI's
  * collective on a copy (the oracle), so runs with fusion on and off agree
  * with each other; rank 0 also prints a checksum of all results to compare
  * runs by eye.
@@ -430,6 +430,19 @@ static void test_kept_handles(void)
         TEST_EQ(ra, size * (size - 1) / 2 + size * round);
         TEST_EQ(rb, 10 * size * (size - 1) / 2 + size * round);
     }
+    /* A second hvd_wait on a kept handle is refused in the log and leaves
+     * the handle to its name (freeing it left the index a freed handle,
+     * which ASan reports at the name's next request). */
+    int32_t x = rank, rx = -1;
+    hvd_handle_t hx;
+    TEST_EQ(hvd_allreduce_async(&x, &rx, 1, HVD_INT32, HVD_SUM, "kept.twice",
+                                &hx), HVD_OK);
+    TEST_EQ(wait_bounded(hx, "kept.twice"), HVD_OK);
+    TEST_EQ(hvd_wait(hx), HVD_OK);
+    rx = -1;
+    TEST_EQ(hvd_allreduce(&x, &rx, 1, HVD_INT32, HVD_SUM, "kept.twice"),
+            HVD_OK);
+    TEST_EQ(rx, size * (size - 1) / 2);
     static int32_t in[BATCH], out[BATCH];
     static hvd_handle_t hs[BATCH];
     int32_t step = rank, step_sum = -1;
