@@ -1,7 +1,9 @@
 /* test/test_reduce.c: the host reductions and half conversions, in one
  * process, against references written independently here (arithmetic in
  * double, rounding with nearbyint, decoding with ldexp). Also the block
- * layout that the ring cuts messages into.
+ * layout that the ring cuts messages into, and the host memory kind's copy
+ * (its own vector loop from 2 KiB) at every length around its thresholds
+ * and at odd offsets, against memcpy, with the bytes around untouched.
  *
  * Documented behaviour of special values, checked below:
  *   - SUM/PRODUCT follow IEEE: inf + -inf and NaN inputs give NaN.
@@ -437,6 +439,31 @@ static void test_block_layout(void)
     TEST_EQ(ring__mod(-7, 5), 3);
 }
 
+static void test_host_copy(void)
+{
+    enum { MAX = 9000, PAD = 64 };
+    static unsigned char src[MAX + 2 * PAD], dst[MAX + 2 * PAD],
+        want[MAX + 2 * PAD];
+    for (size_t i = 0; i < sizeof src; i++) src[i] = (unsigned char)(i * 7 + 3);
+    static const size_t lens[] = {0,    1,    15,   63,   64,   127,
+                                  2047, 2048, 2049, 2111, 2112, 2175,
+                                  4096, 4097, 8191, 8192, MAX};
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+        for (size_t so = 0; so < 3; so++)
+            for (size_t doff = 0; doff < 3; doff++) {
+                size_t n = lens[l];
+                memset(dst, 0xA5, sizeof dst);
+                memset(want, 0xA5, sizeof want);
+                memcpy(want + PAD + doff, src + PAD + so, n);
+                ring__mem_host.copy(dst + PAD + doff, src + PAD + so, n);
+                if (memcmp(dst, want, sizeof dst) != 0) {
+                    TEST_FAIL("host copy of %zu bytes (src +%zu, dst +%zu)",
+                              n, so, doff);
+                    return;
+                }
+            }
+}
+
 static void test_names(void)
 {
     TEST_EQ(ring_dtype_size(RING_BFLOAT16), 2);
@@ -459,6 +486,7 @@ int main(void)
     test_reduce_n();
     test_block_layout();
     test_names();
+    test_host_copy();
     printf("test_reduce: %s\n", test_failures ? "FAIL" : "ok");
     return test_exit_code();
 }
