@@ -7,11 +7,11 @@
  * is the very pointer asked for without reading it.
  *
  * Deletion moves the entries after the hole back into it (Knuth's
- * Algorithm R) instead of leaving a tombstone: every training step puts
- * and deletes each of its names once in the index of requests in flight,
- * and with tombstones the table filled with them and was rebuilt about
- * once a step, under the lock the submitting threads take (1000 tensors of
- * 4 KiB spent a fifth of their fused time on it, bench/README.md). */
+ * Algorithm R) instead of leaving a tombstone: an index whose names are
+ * put and deleted once a step (the pending requests', and then hvd's
+ * index of requests in flight) filled with tombstones and was rebuilt
+ * about once a step, and a sweep (hvd__index_sweep) can remove entries
+ * while it walks the table. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -118,6 +118,16 @@ static void hvd__handle_fill(hvd_handle_t h, const hvd__request_t *req)
     atomic_store_explicit(&h->done, 0, memory_order_relaxed);
 }
 
+/* A zeroed handle of that name, new to the engine's cache. */
+static hvd_handle_t hvd__handle_new(const char *name)
+{
+    hvd_handle_t h = calloc(1, sizeof *h);
+    if (!h) return NULL;
+    strcpy(h->desc.name, name);
+    h->cache_hint = -1;
+    return h;
+}
+
 /* Drops a kept handle that is idle (hvd__index_sweep's drop; under mu,
  * which every change from INDEX is made under). */
 static int hvd__named_drop(void *value)
@@ -188,9 +198,7 @@ static int hvd__named_handle(const char *name, hvd_handle_t *out)
         if (hvd__index_sweep(named, hvd__named_drop) != HVD_OK)
             return HVD_ERR_NOMEM;
     }
-    if (!(h = calloc(1, sizeof *h))) return HVD_ERR_NOMEM;
-    strcpy(h->desc.name, name);
-    h->cache_hint = -1;
+    if (!(h = hvd__handle_new(name))) return HVD_ERR_NOMEM;
     if (hvd__index_put(named, h->desc.name, h) != HVD_OK) {
         free(h);
         return HVD_ERR_NOMEM;
@@ -213,12 +221,7 @@ int hvd__request_queue(const hvd__request_t *req, hvd_handle_t *out)
                  hvd__kind_name(req->kind), req->name);
     } else if (!named) {
         /* Unique by construction: nothing to check, nothing to keep. */
-        if ((h = calloc(1, sizeof *h))) {
-            strcpy(h->desc.name, req->name);
-            h->cache_hint = -1;
-        } else {
-            status = HVD_ERR_NOMEM;
-        }
+        if (!(h = hvd__handle_new(req->name))) status = HVD_ERR_NOMEM;
     } else if ((status = hvd__named_handle(req->name, &h)) ==
                HVD_ERR_STATE) {
         hvd__log(HVD__LOG_ERROR, "%s '%s' is already in flight on this "
