@@ -59,8 +59,9 @@ typedef struct {
     trainer_sgd_t sctx;
     hvd_dist_opt_t *dopt;
     data_shard_t shard;
-    float *xbuf; /* (batch_size, channels, height, width) */
-    int *ybuf;   /* (batch_size) */
+    /* Two batches in turn: the next one is copied to the model while
+     * the step on the current one runs (models/model.h). */
+    model_batch_t batch[2];
     /* On a GPU, host copies of the parameters and the momentum for the
      * checkpoints (NULL on the CPU: the checkpoints use the slabs). */
     float *host_params, *host_velocity;
@@ -160,17 +161,20 @@ static int build(loop_t *L)
         snprintf(L->kind, sizeof L->kind, "%s.%s", L->m.kind, c->ckpt_tag);
     else
         snprintf(L->kind, sizeof L->kind, "%s", L->m.kind);
-    L->xbuf = malloc((size_t)o->batch_size * (size_t)L->m.in_count *
-                     sizeof *L->xbuf);
-    L->ybuf = malloc((size_t)o->batch_size * sizeof *L->ybuf);
+    for (int k = 0; k < 2 && status == MODEL_OK; k++)
+        status = model_batch_init(&L->m, &L->batch[k]);
+    if (status != MODEL_OK) {
+        fprintf(stderr, "%s: batch buffers: %s\n", c->name,
+                model_strerror(status));
+        return 1;
+    }
     if (device != MODEL_DEVICE_CPU) {
         L->host_params = malloc((L->m.param_count + 1) * sizeof(float));
         L->host_velocity = malloc((L->m.param_count + 1) * sizeof(float));
-    }
-    if (!L->xbuf || !L->ybuf ||
-        (device != MODEL_DEVICE_CPU && (!L->host_params || !L->host_velocity))) {
-        fprintf(stderr, "%s: out of memory\n", c->name);
-        return 1;
+        if (!L->host_params || !L->host_velocity) {
+            fprintf(stderr, "%s: out of memory\n", c->name);
+            return 1;
+        }
     }
     L->sctx = (trainer_sgd_t){&L->m, &L->sgd};
     hvd_dist_opt_options_t dopt = {.backward_passes_per_step = 1,
@@ -314,12 +318,41 @@ static void show_progress(loop_t *L, int64_t epoch, double t_epoch,
     *t_win = t;
 }
 
-/* One forward, loss, backward and DistributedOptimizer step on the n
- * samples in L->xbuf / ybuf; 0 or 1. */
-static int train_step(loop_t *L, int n, float *loss)
+/* n samples of ds, idx[k] for k < n (NULL: from first on), prepared
+ * into bt and sent on their way to the model; a model status. */
+static int send_batch(loop_t *L, const data_set_t *ds, const size_t *idx,
+                      size_t first, size_t n, model_batch_t *bt)
 {
-    int status = model_forward_host(&L->m, L->xbuf, n, 1);
-    if (status == MODEL_OK) status = model_loss(&L->m, L->ybuf, n, loss);
+    int status = model_batch_host(&L->m, bt);
+    if (status != MODEL_OK) return status;
+    if (idx) {
+        data_gather(ds, idx, n, bt->x, bt->labels);
+    } else {
+        size_t per = data_image_count(ds);
+        memcpy(bt->x, ds->images + first * per, n * per * sizeof(float));
+        memcpy(bt->labels, ds->labels + first, n * sizeof(int));
+    }
+    prepare_inputs(L, bt->x, n);
+    return model_batch_send(&L->m, bt, (int)n);
+}
+
+/* Batch b of this epoch's shard into bt; a model status. */
+static int send_train_batch(loop_t *L, size_t b, model_batch_t *bt)
+{
+    const size_t *idx;
+    size_t n = data_shard_batch(&L->shard, b, &idx);
+    return send_batch(L, &L->train, idx, 0, n, bt);
+}
+
+/* One forward, loss, backward and DistributedOptimizer step on cur; batch
+ * next_b goes to `next` (NULL: none) while the forward runs. 0 or 1. */
+static int train_step(loop_t *L, model_batch_t *cur, model_batch_t *next,
+                      size_t next_b, float *loss)
+{
+    int status = model_forward_batch(&L->m, cur, 1);
+    if (status == MODEL_OK && next)
+        status = send_train_batch(L, next_b, next);
+    if (status == MODEL_OK) status = model_loss_batch(&L->m, cur, loss);
     if (status == MODEL_OK)
         status = model_backward(&L->m, trainer_grad_hook, L->dopt);
     if (status == 0) status = hvd_dist_opt_step(L->dopt);
@@ -339,20 +372,29 @@ static int train_epoch(loop_t *L, int64_t epoch, epoch_t *e)
     double t_epoch = prog_now(), t_win = t_epoch, loss_win = 0;
     double images_win = 0;
     long long steps_win = 0;
+    int status = L->gstep < L->end_step
+                     ? send_train_batch(L, 0, &L->batch[0])
+                     : MODEL_OK;
+    if (status != MODEL_OK) {
+        fprintf(stderr, "%s: rank %d: step %lld: %s\n", L->cfg->name,
+                L->rank, L->gstep, model_strerror(status));
+        return 1;
+    }
     for (size_t b = 0; b < L->spe; b++) {
         if (L->gstep >= L->end_step) {
             e->stopped = 1;
             break;
         }
-        const size_t *idx;
-        size_t n = data_shard_batch(&L->shard, b, &idx);
-        data_gather(&L->train, idx, n, L->xbuf, L->ybuf);
-        prepare_inputs(L, L->xbuf, n);
+        model_batch_t *cur = &L->batch[b % 2];
+        int more = b + 1 < L->spe && L->gstep + 1 < L->end_step;
+        size_t n = (size_t)cur->count;
         L->sgd.lr = schedule_lr(L->opt.lr, L->size,
                                 (double)epoch + (double)b / (double)L->spe,
                                 (double)L->opt.epochs);
         float loss = 0;
-        if (train_step(L, (int)n, &loss)) return 1;
+        if (train_step(L, cur, more ? &L->batch[(b + 1) % 2] : NULL, b + 1,
+                       &loss))
+            return 1;
         L->gstep++;
         L->done_steps++;
         steps_win++;
@@ -378,25 +420,35 @@ static int train_epoch(loop_t *L, int64_t epoch, epoch_t *e)
     return 0;
 }
 
+/* The test images from first on, a batch of them up to end, into bt; a
+ * model status. */
+static int send_test_batch(loop_t *L, size_t first, size_t end,
+                           model_batch_t *bt)
+{
+    size_t n = end - first, bs = (size_t)L->opt.batch_size;
+    return send_batch(L, &L->test, NULL, first, n < bs ? n : bs, bt);
+}
+
 /* Test accuracy and loss, each rank over a contiguous part of the test
  * set, reduced; rank 0 prints the epoch's line. 0 or 1. */
 static int evaluate(loop_t *L, int64_t epoch, const epoch_t *e)
 {
     const data_set_t *t = &L->test;
-    size_t bs = (size_t)L->opt.batch_size, per = data_image_count(t);
+    size_t bs = (size_t)L->opt.batch_size;
     size_t lo = t->count * (size_t)L->rank / (size_t)L->size;
     size_t hi = t->count * (size_t)(L->rank + 1) / (size_t)L->size;
     double sums[4] = {0, 0, 0, 0}; /* correct, count, loss sum, train loss */
-    for (size_t i = lo; i < hi; i += bs) {
-        int n = (int)(hi - i < bs ? hi - i : bs), correct = 0;
+    int status = lo < hi ? send_test_batch(L, lo, hi, &L->batch[0]) : MODEL_OK;
+    for (size_t i = lo, k = 0; i < hi; i += bs, k ^= 1) {
+        model_batch_t *cur = &L->batch[k];
+        int n = cur->count, correct = 0;
         float loss = 0;
-        memcpy(L->xbuf, t->images + i * per, (size_t)n * per * sizeof(float));
-        prepare_inputs(L, L->xbuf, (size_t)n);
-        int status = model_forward_host(&L->m, L->xbuf, n, 0);
+        if (status == MODEL_OK) status = model_forward_batch(&L->m, cur, 0);
+        if (status == MODEL_OK && i + bs < hi)
+            status = send_test_batch(L, i + bs, hi, &L->batch[k ^ 1]);
         if (status == MODEL_OK)
-            status = model_predict(&L->m, NULL, t->labels + i, &correct);
-        if (status == MODEL_OK)
-            status = model_loss(&L->m, t->labels + i, n, &loss);
+            status = model_predict(&L->m, NULL, cur->labels, &correct);
+        if (status == MODEL_OK) status = model_loss_batch(&L->m, cur, &loss);
         if (status != MODEL_OK) {
             fprintf(stderr, "%s: rank %d: evaluation: %s\n", L->cfg->name,
                     L->rank, model_strerror(status));
@@ -408,8 +460,8 @@ static int evaluate(loop_t *L, int64_t epoch, const epoch_t *e)
     }
     sums[3] = e->steps ? e->loss_sum / (double)e->steps : 0;
     double tot[4];
-    int status = hvd_allreduce(sums, tot, 4, HVD_FLOAT64, HVD_SUM,
-                               "train_loop.eval");
+    status = hvd_allreduce(sums, tot, 4, HVD_FLOAT64, HVD_SUM,
+                           "train_loop.eval");
     if (status != HVD_OK) {
         fprintf(stderr, "%s: rank %d: allreduce of the test results: %s\n",
                 L->cfg->name, L->rank, hvd_strerror(status));
@@ -582,11 +634,10 @@ out:
         hvd_dist_opt_free(&L->dopt);
         data_shard_free(&L->shard);
         model_sgd_free(&L->sgd);
+        for (int k = 0; k < 2; k++) model_batch_free(&L->m, &L->batch[k]);
         model_free(&L->m);
         data_free(&L->train);
         data_free(&L->test);
-        free(L->xbuf);
-        free(L->ybuf);
         free(L->host_params);
         free(L->host_velocity);
         free(L);

@@ -21,6 +21,16 @@
 #include <stdint.h>
 #include "models/model_internal.h"
 
+/* A copy that overlaps the work (model_batch_t's): the GPU's events, or
+ * the emulated device's copy not yet made. Zeroed before its first use. */
+typedef struct model__copy {
+    void *ready; /* the GPU's: recorded after the work the copy follows */
+    void *done;  /* the GPU's: recorded after the copy */
+    void *dst;   /* the emulated device's: the copy it still owes */
+    const void *src;
+    size_t bytes;
+} model__copy_t;
+
 typedef struct model__backend {
     const char *name; /* "cpu" or "cuda" */
 
@@ -38,6 +48,24 @@ typedef struct model__backend {
      * NULL where work is done when its call returns. */
     void *(*stream)(void);
     void (*fill)(float *x, float value, size_t count);
+
+    /* ---- copies that overlap the work (input batches) ---- */
+    /* bytes of zeroed host memory that copies read fastest (pinned on a
+     * GPU); MODEL_OK or MODEL_ERR_NOMEM. */
+    int (*host_alloc)(size_t bytes, void **p);
+    void (*host_release)(void *p); /* NULL is a no-op */
+    /* Queues a copy of bytes from host_src (host_alloc's) to dst (the
+     * backend's), on a stream of its own after the work queued so far
+     * (dst's last readers), and returns without waiting for it. dst must
+     * not be read, nor host_src written, until the waits below. */
+    int (*copy_start)(model__copy_t *c, void *dst, const void *host_src,
+                      size_t bytes);
+    /* Waits until c's copy has read host_src; its first failure, if any. */
+    int (*copy_host_wait)(model__copy_t *c);
+    /* The work queued from now on runs after c's copy. */
+    void (*copy_order)(model__copy_t *c);
+    /* Waits for c's copy and frees what it holds; c is zeroed. */
+    void (*copy_release)(model__copy_t *c);
 
     /* ---- layers (models/model_internal.h says what each computes) ---- */
     void (*linear_forward)(const float *x, const float *w, const float *b,

@@ -19,6 +19,25 @@ static int cpu_copy(void *dst, const void *src, size_t bytes)
 }
 
 static int cpu_finish(void) { return MODEL_OK; }
+
+/* The host's model reads a batch where the caller put it (dst is
+ * host_src): a copy elsewhere is made at once. */
+static int cpu_copy_start(model__copy_t *c, void *dst, const void *host_src,
+                          size_t bytes)
+{
+    (void)c;
+    return dst == host_src ? MODEL_OK : cpu_copy(dst, host_src, bytes);
+}
+
+static int cpu_copy_host_wait(model__copy_t *c)
+{
+    (void)c;
+    return MODEL_OK;
+}
+
+static void cpu_copy_order(model__copy_t *c) { (void)c; }
+static void cpu_copy_release(model__copy_t *c) { memset(c, 0, sizeof *c); }
+
 static void *cpu_stream(void) { return NULL; }
 
 static void cpu_fill(float *x, float value, size_t count)
@@ -52,6 +71,12 @@ static const model__backend_t model__cpu = {
     .finish = cpu_finish,
     .stream = cpu_stream,
     .fill = cpu_fill,
+    .host_alloc = cpu_alloc,
+    .host_release = free,
+    .copy_start = cpu_copy_start,
+    .copy_host_wait = cpu_copy_host_wait,
+    .copy_order = cpu_copy_order,
+    .copy_release = cpu_copy_release,
     .linear_forward = model__linear_forward,
     .linear_backward = model__linear_backward,
     .conv2d_scratch_count = cpu_conv2d_scratch_count,

@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include "models/backend.h"
@@ -120,6 +121,81 @@ static void *cuda_stream(void) { return (void *)stream; }
 static void cuda_fill(float *x, float value, size_t count)
 {
     note_cuda(model__cuda_fill(x, value, count, stream));
+}
+
+/* ---- copies that overlap the work ----
+ * On a stream of their own, made at the first copy, so that a batch's
+ * upload runs beside the kernels of the step before it; events order
+ * each copy after the work queued before it and that work's successors
+ * after the copy. */
+
+static cudaStream_t copy_stream;
+static cudaError_t copy_stream_err;
+static pthread_once_t copy_stream_once = PTHREAD_ONCE_INIT;
+
+static void copy_stream_make(void)
+{
+    copy_stream_err =
+        cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking);
+}
+
+static int cuda_host_alloc(size_t bytes, void **p)
+{
+    cudaError_t err = cudaHostAlloc(p, bytes ? bytes : 1, cudaHostAllocDefault);
+    if (err != cudaSuccess) {
+        *p = NULL;
+        (void)cudaGetLastError();
+        return err == cudaErrorMemoryAllocation ? MODEL_ERR_NOMEM
+                                                : MODEL_ERR_CUDA;
+    }
+    memset(*p, 0, bytes);
+    return MODEL_OK;
+}
+
+static void cuda_host_release(void *p)
+{
+    if (p) note_cuda(cudaFreeHost(p));
+}
+
+static cudaError_t event_make(void **e)
+{
+    if (*e) return cudaSuccess;
+    return cudaEventCreateWithFlags((cudaEvent_t *)e, cudaEventDisableTiming);
+}
+
+static int cuda_copy_start(model__copy_t *c, void *dst, const void *host_src,
+                           size_t bytes)
+{
+    pthread_once(&copy_stream_once, copy_stream_make);
+    cudaError_t err = copy_stream_err;
+    if (err == cudaSuccess) err = event_make(&c->ready);
+    if (err == cudaSuccess) err = event_make(&c->done);
+    if (err == cudaSuccess) err = cudaEventRecord(c->ready, stream);
+    if (err == cudaSuccess) err = cudaStreamWaitEvent(copy_stream, c->ready, 0);
+    if (err == cudaSuccess && bytes)
+        err = cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice,
+                              copy_stream);
+    if (err == cudaSuccess) err = cudaEventRecord(c->done, copy_stream);
+    return take_error(err);
+}
+
+static int cuda_copy_host_wait(model__copy_t *c)
+{
+    return take_error(c->done ? cudaEventSynchronize(c->done) : cudaSuccess);
+}
+
+static void cuda_copy_order(model__copy_t *c)
+{
+    if (c->done) note_cuda(cudaStreamWaitEvent(stream, c->done, 0));
+}
+
+static void cuda_copy_release(model__copy_t *c)
+{
+    void *events[] = {c->ready, c->done};
+    if (c->done) note_cuda(cudaEventSynchronize(c->done));
+    for (size_t i = 0; i < 2; i++)
+        if (events[i]) note_cuda(cudaEventDestroy(events[i]));
+    memset(c, 0, sizeof *c);
 }
 
 /* ---- GEMM ----
@@ -299,6 +375,12 @@ static const model__backend_t model__cuda = {
     .finish = cuda_finish,
     .stream = cuda_stream,
     .fill = cuda_fill,
+    .host_alloc = cuda_host_alloc,
+    .host_release = cuda_host_release,
+    .copy_start = cuda_copy_start,
+    .copy_host_wait = cuda_copy_host_wait,
+    .copy_order = cuda_copy_order,
+    .copy_release = cuda_copy_release,
     .linear_forward = cuda_linear_forward,
     .linear_backward = cuda_linear_backward,
     .conv2d_scratch_count = cuda_conv2d_scratch_count,

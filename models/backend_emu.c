@@ -3,7 +3,9 @@
  * remembered, and upload and download check both sides: a program that
  * hands the model host memory where device memory belongs, or the other
  * way round, fails here as it would on a GPU, instead of working by
- * accident because both are host memory. */
+ * accident because both are host memory. Copies that overlap the work
+ * (copy_start) are made at their worst, so that a program that does not
+ * wait for one computes otherwise than the host and a test sees it. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -75,19 +77,26 @@ static int emu_holds(const void *p, size_t bytes)
     return held;
 }
 
-/* A copy from src to dst, device_dst saying which side is the device's. */
+/* Whether a copy from src to dst has each side where it belongs,
+ * device_dst saying which side is the device's; a copy that has not is
+ * the device's failure. */
+static int emu_copy_check(void *dst, const void *src, size_t bytes,
+                          int device_dst)
+{
+    const void *dev = device_dst ? dst : src, *host = device_dst ? src : dst;
+    if (emu_holds(dev, bytes) && !emu_holds(host, 1)) return MODEL_OK;
+    pthread_mutex_lock(&emu.mu);
+    emu.failed = 1;
+    pthread_mutex_unlock(&emu.mu);
+    return MODEL_ERR_CUDA;
+}
+
 static int emu_copy(void *dst, const void *src, size_t bytes, int device_dst)
 {
     if (!bytes) return MODEL_OK;
-    const void *dev = device_dst ? dst : src, *host = device_dst ? src : dst;
-    if (!emu_holds(dev, bytes) || emu_holds(host, 1)) {
-        pthread_mutex_lock(&emu.mu);
-        emu.failed = 1;
-        pthread_mutex_unlock(&emu.mu);
-        return MODEL_ERR_CUDA;
-    }
-    memcpy(dst, src, bytes);
-    return MODEL_OK;
+    int status = emu_copy_check(dst, src, bytes, device_dst);
+    if (status == MODEL_OK) memcpy(dst, src, bytes);
+    return status;
 }
 
 static int emu_upload(void *dst, const void *host_src, size_t bytes)
@@ -109,6 +118,49 @@ static int emu_finish(void)
     return failed ? MODEL_ERR_CUDA : MODEL_OK;
 }
 
+/* Copies that overlap the work, made at their worst: dst is zeroed when
+ * the copy starts, as a GPU's copy may be writing it from then on, and
+ * host_src is read only when a wait says it must have been, as a GPU's
+ * copy may be reading it until then. A reader that does not wait sees
+ * zeros (valid numbers and labels of every type, so it computes without
+ * faulting, and comparing with the host's numbers shows it); a writer that
+ * does not wait changes what arrives. */
+static void emu_copy_settle(model__copy_t *c)
+{
+    if (c->dst) memcpy(c->dst, c->src, c->bytes);
+    c->dst = NULL;
+    c->src = NULL;
+    c->bytes = 0;
+}
+
+static int emu_copy_start(model__copy_t *c, void *dst, const void *host_src,
+                          size_t bytes)
+{
+    emu_copy_settle(c); /* in stream order, after the copy before */
+    if (!bytes) return MODEL_OK;
+    int status = emu_copy_check(dst, host_src, bytes, 1);
+    if (status != MODEL_OK) return status;
+    memset(dst, 0, bytes);
+    c->dst = dst;
+    c->src = host_src;
+    c->bytes = bytes;
+    return MODEL_OK;
+}
+
+static int emu_copy_host_wait(model__copy_t *c)
+{
+    emu_copy_settle(c);
+    return MODEL_OK;
+}
+
+static void emu_copy_order(model__copy_t *c) { emu_copy_settle(c); }
+
+static void emu_copy_release(model__copy_t *c)
+{
+    emu_copy_settle(c);
+    memset(c, 0, sizeof *c);
+}
+
 static pthread_once_t emu_once = PTHREAD_ONCE_INIT;
 static model__backend_t emu_table;
 
@@ -121,6 +173,10 @@ static void emu_make(void)
     emu_table.upload = emu_upload;
     emu_table.download = emu_download;
     emu_table.finish = emu_finish;
+    emu_table.copy_start = emu_copy_start;
+    emu_table.copy_host_wait = emu_copy_host_wait;
+    emu_table.copy_order = emu_copy_order;
+    emu_table.copy_release = emu_copy_release;
 }
 
 const model__backend_t *model__backend_emu(void)

@@ -479,21 +479,33 @@ const float *model_logits(const model_t *m)
     return m && m->layers ? m->layers[m->num_layers - 1].out : NULL;
 }
 
+int model__labels_check(const model_t *m, const int *labels, int batch)
+{
+    for (int n = 0; n < batch; n++)
+        if (labels[n] < 0 || labels[n] >= m->num_classes) return MODEL_ERR_ARG;
+    return MODEL_OK;
+}
+
 int model_loss(model_t *m, const int *labels, int batch, float *loss)
 {
     if (!m || !m->layers || !labels || !loss) return MODEL_ERR_ARG;
     if (!m->batch) return MODEL_ERR_STATE;
-    if (batch != m->batch) return MODEL_ERR_ARG;
-    for (int n = 0; n < batch; n++)
-        if (labels[n] < 0 || labels[n] >= m->num_classes) return MODEL_ERR_ARG;
+    if (batch != m->batch || model__labels_check(m, labels, batch))
+        return MODEL_ERR_ARG;
+    int status = m->backend->upload(m->labels, labels,
+                                    (size_t)batch * sizeof *labels);
+    return status == MODEL_OK ? model__loss(m, m->labels, loss) : status;
+}
+
+int model__loss(model_t *m, const int32_t *labels, float *loss)
+{
     const model__backend_t *be = m->backend;
     struct model__layer *last = &m->layers[m->num_layers - 1];
-    int status = be->upload(m->labels, labels, (size_t)batch * sizeof *labels);
-    if (status != MODEL_OK) return status;
-    be->softmax_xent(last->out, m->labels, last->dout, m->losses, batch,
+    int batch = m->batch;
+    be->softmax_xent(last->out, labels, last->dout, m->losses, batch,
                      m->num_classes);
-    status = be->download(m->host_losses, m->losses,
-                          (size_t)batch * sizeof *m->losses);
+    int status = be->download(m->host_losses, m->losses,
+                              (size_t)batch * sizeof *m->losses);
     if (status != MODEL_OK) return status;
     double total = 0;
     for (int n = 0; n < batch; n++) total += m->host_losses[n];

@@ -195,6 +195,52 @@ const float *model_logits(const model_t *m);
  * forward yet) or the device's error (MODEL_ERR_CUDA). */
 int model_loss(model_t *m, const int *labels, int batch, float *loss);
 
+/* ---- batches copied ahead ----
+ * A batch's images and labels on their way to the model: host buffers
+ * the caller fills (pinned on a GPU) and their place in the model's
+ * memory. On a GPU the copy runs on a stream of its own, so that with two
+ * batches used in turn the next batch's copy overlaps the current step:
+ *
+ *   model_batch_host(m, &b[k])         b[k]'s last copy has read its host
+ *                                      buffers: they may be filled again
+ *   fill b[k].x and b[k].labels with n samples
+ *   model_batch_send(m, &b[k], n)      queues the copy, returns at once
+ *   model_forward_batch(m, &b[k], 1)   runs after the copy
+ *   model_loss_batch(m, &b[k], &loss)  (then backward as usual)
+ *
+ * A batch may be sent again once the step that used it is queued (its
+ * copy waits for that step's work). On the CPU the model reads the host
+ * buffers themselves and nothing is copied. */
+typedef struct {
+    float *x;    /* (batch_max, in_count) host: the caller's to fill */
+    int *labels; /* (batch_max) host: the caller's to fill */
+    /* The model's: */
+    int count;   /* samples of the last send; 0 before */
+    void *host;  /* labels, then x: one host allocation */
+    void *dev;   /* the same layout in the model's memory (host on CPU) */
+    size_t x_offset, bytes;
+    struct model__copy *copy;
+} model_batch_t;
+
+/* A batch of up to m->batch_max samples for m. MODEL_OK, MODEL_ERR_ARG,
+ * MODEL_ERR_NOMEM or the device's error; on failure *b holds nothing. */
+int model_batch_init(const model_t *m, model_batch_t *b);
+/* Waits for b's copy, frees b and zeroes it; accepts a zeroed batch. */
+void model_batch_free(const model_t *m, model_batch_t *b);
+/* Waits until b's last copy has read its host buffers. MODEL_OK or the
+ * device's error. */
+int model_batch_host(const model_t *m, model_batch_t *b);
+/* Queues the copy of b's first count samples. MODEL_OK, MODEL_ERR_ARG
+ * (count outside 1..batch_max, a label out of range) or the device's
+ * error. */
+int model_batch_send(const model_t *m, model_batch_t *b, int count);
+/* model_forward of b's samples, after their copy. MODEL_ERR_STATE when b
+ * was not sent. */
+int model_forward_batch(model_t *m, model_batch_t *b, int train);
+/* model_loss with b's labels, after model_forward_batch of b
+ * (MODEL_ERR_STATE otherwise). */
+int model_loss_batch(model_t *m, const model_batch_t *b, float *loss);
+
 /* Called by backward with a parameter's index as soon as that parameter's
  * gradient is final in grad_slab (on a device with m->hooks_queued: as
  * soon as the work that makes it is queued on model_stream). A non-zero

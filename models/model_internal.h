@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "models/model.h"
 
 typedef enum {
     MODEL__LINEAR,
@@ -97,5 +98,12 @@ void model__dropout_backward(const float *dy, const float *mask, float *dx,
 void model__softmax_xent(const float *logits, const int32_t *labels,
                          float *dlogits, double *losses, int batch,
                          int classes);
+
+/* ---- model.c's, for models/batch.c ---- */
+
+/* MODEL_ERR_ARG when one of labels (batch, host) is not a class of m. */
+int model__labels_check(const model_t *m, const int *labels, int batch);
+/* model_loss with labels (m->batch) already in m's memory and checked. */
+int model__loss(model_t *m, const int32_t *labels, float *loss);
 
 #endif /* HVD_MODEL_INTERNAL_H */
