@@ -1,9 +1,11 @@
 /* models/backend_cuda.c: the GPU's backend table (models/backend.h), on
  * the device current on the thread that first asks for it: one cuBLAS
- * handle on one non-blocking stream, made once per process, on which
- * every entry queues its work (the kernels of models/kernels_cuda.cu and
- * cuBLAS's GEMMs). Stream order is the only synchronisation between
- * layers; upload, download and finish wait for it.
+ * handle (and, in a build with it, one cuDNN handle) on one non-blocking
+ * stream, made once per process, on which every entry queues its work
+ * (the kernels of models/kernels_cuda.cu, cuBLAS's GEMMs, cuDNN's
+ * convolutions). Stream order is the only synchronisation between
+ * layers; upload, download and finish wait for it. Input batches are
+ * copied on a second stream (copy_start), ordered by events.
  *
  * Layer entries return nothing (models/backend.h): the first failure of a
  * launch or a cuBLAS call is kept and returned by the next finish, upload
@@ -11,18 +13,20 @@
  * TF32, so GEMMs stay within float rounding of the host's.
  *
  * GEMMs are row-major (models/model_internal.h) through one helper over
- * column-major cuBLAS. A convolution works on the whole batch at once:
- * one im2col launch, one strided-batched GEMM (the weights shared by
- * stride 0). Not here: more than one device per process, and streams
- * given by the caller.
+ * column-major cuBLAS. A convolution is cuDNN's (models/conv_cudnn.c) or,
+ * as the reference, works on the whole batch at once: one im2col launch,
+ * one strided-batched GEMM (the weights shared by stride 0). Not here:
+ * more than one device per process, and streams given by the caller.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include "models/backend.h"
+#include "models/conv_cudnn.h"
 #include "models/kernels_cuda.h"
 #include "models/model.h"
 
@@ -261,20 +265,62 @@ static void cuda_linear_backward(const float *x, const float *w,
 }
 
 /* ---- conv2d ----
- * Scratch is one im2col matrix per image of the batch, (batch, ckk, ohw);
- * the backward uses it for col (the weight gradient) and then, reusing it
- * in stream order, for dcol (the input gradient). */
+ * Two paths (models/conv_cudnn.h): cuDNN's (models/conv_cudnn.c), in a
+ * build with it unless HVD_CONV=im2col, and im2col + cuBLAS, here, the
+ * reference. For im2col, scratch is one im2col matrix per image of the
+ * batch, (batch, ckk, ohw); the backward uses it for col (the weight
+ * gradient) and then, reusing it in stream order, for dcol (the input
+ * gradient). cuDNN's algorithms are chosen to fit in the same count for
+ * the call's batch, so one scratch serves both paths, and a smaller
+ * batch in a scratch made for batch_max. */
+
+static model__conv_path_t conv_path = MODEL__CONV_IM2COL;
+static int cudnn_opened; /* its handle is there: its path may run */
+
+int model__cuda_conv_use(model__conv_path_t path)
+{
+    if (open_why || !stream ||
+        (path == MODEL__CONV_CUDNN && !cudnn_opened))
+        return MODEL_ERR_STATE;
+    conv_path = path;
+    return MODEL_OK;
+}
+
+model__conv_path_t model__cuda_conv_path(void) { return conv_path; }
+
+/* Floats of scratch for any convolution, however small, in a cuDNN
+ * build: room (4 MiB) for cuDNN's algorithms that want a workspace where
+ * im2col's count is tiny. */
+#define CONV_SCRATCH_MIN_COUNT (HVD_HAVE_CUDNN ? (size_t)1 << 20 : 0)
 
 static size_t cuda_conv2d_scratch_count(const model__conv_shape_t *s,
                                         int batch_max)
 {
-    return (size_t)batch_max * s->in_c * s->k * s->k * s->out_h * s->out_w;
+    size_t count =
+        (size_t)batch_max * s->in_c * s->k * s->k * s->out_h * s->out_w;
+    return count > CONV_SCRATCH_MIN_COUNT ? count : CONV_SCRATCH_MIN_COUNT;
 }
+
+#if HVD_HAVE_CUDNN
+/* The bytes of scratch the caller holds for batch images at least. */
+static size_t cudnn_scratch_nbytes(const model__conv_shape_t *s, int batch)
+{
+    return cuda_conv2d_scratch_count(s, batch) * sizeof(float);
+}
+#endif
 
 static void cuda_conv2d_forward(const model__conv_shape_t *s, const float *x,
                                 const float *w, const float *b, float *y,
                                 int batch, float *scratch)
 {
+#if HVD_HAVE_CUDNN
+    if (conv_path == MODEL__CONV_CUDNN) {
+        if (model__cudnn_conv2d_forward(s, x, w, b, y, batch, scratch,
+                                        cudnn_scratch_nbytes(s, batch)))
+            note_failure();
+        return;
+    }
+#endif
     int ohw = s->out_h * s->out_w, ckk = s->in_c * s->k * s->k;
     long long out_count = (long long)s->out_c * ohw;
     note_cuda(model__cuda_im2col(s, x, scratch, batch, stream));
@@ -291,6 +337,16 @@ static void cuda_conv2d_backward(const model__conv_shape_t *s, const float *x,
                                  float *dw, float *db, int batch,
                                  float *scratch, int accumulate)
 {
+#if HVD_HAVE_CUDNN
+    if (conv_path == MODEL__CONV_CUDNN) {
+        if (model__cudnn_conv2d_backward(s, x, w, dy, dx, dw, db, batch,
+                                         scratch,
+                                         cudnn_scratch_nbytes(s, batch),
+                                         accumulate))
+            note_failure();
+        return;
+    }
+#endif
     int ohw = s->out_h * s->out_w, ckk = s->in_c * s->k * s->k;
     size_t out_count = (size_t)s->out_c * ohw, col_count = (size_t)ckk * ohw;
     if (dw) {
@@ -404,8 +460,67 @@ static void refuse(const char *what, const char *detail)
     open_why = open_why_text;
 }
 
+/* HVD_CONV, as asked (an empty value counts as unset). */
+typedef enum { CONV_ASK_DEFAULT, CONV_ASK_CUDNN, CONV_ASK_IM2COL } conv_ask_t;
+
+/* -1 (the device refused, saying why) for a value it does not know, or
+ * cudnn in a build without it; else 0. */
+static int conv_ask(conv_ask_t *ask)
+{
+    const char *v = getenv("HVD_CONV");
+    char what[64];
+    *ask = CONV_ASK_DEFAULT;
+    if (!v || !*v) return 0;
+    if (!strcmp(v, "im2col")) {
+        *ask = CONV_ASK_IM2COL;
+        return 0;
+    }
+    snprintf(what, sizeof what, "HVD_CONV=%.40s", v);
+    if (strcmp(v, "cudnn") != 0) {
+        refuse(what, "expected cudnn or im2col");
+        return -1;
+    }
+    if (!HVD_HAVE_CUDNN) {
+        refuse(what, "this build has no cuDNN (configure --with-cudnn)");
+        return -1;
+    }
+    *ask = CONV_ASK_CUDNN;
+    return 0;
+}
+
+/* The conv path, once the stream is there: cuDNN's unless im2col was
+ * asked for. cuDNN failing to open (a part of the library missing on
+ * this node) refuses the device only when HVD_CONV=cudnn asked for it by
+ * name; by default it is a warning, and im2col runs. */
+static int open_conv(conv_ask_t ask)
+{
+#if HVD_HAVE_CUDNN
+    const char *why;
+    if (ask == CONV_ASK_IM2COL) return MODEL_OK;
+    if (model__cudnn_open(stream, &why) == MODEL_OK) {
+        cudnn_opened = 1;
+        conv_path = MODEL__CONV_CUDNN;
+        return MODEL_OK;
+    }
+    if (ask == CONV_ASK_CUDNN) {
+        refuse("HVD_CONV=cudnn, but cuDNN did not open", why);
+        return MODEL_ERR_CUDA;
+    }
+    fprintf(stderr,
+            "models: warning: cuDNN did not open (%s): convolutions run as "
+            "im2col + cuBLAS\n",
+            why);
+#else
+    (void)ask;
+#endif
+    return MODEL_OK;
+}
+
 static void open_device(void)
 {
+    /* HVD_CONV first: a bad value is the user's to fix, GPU or none. */
+    conv_ask_t ask;
+    if (conv_ask(&ask)) return;
     int ndev = 0;
     cudaError_t err = cudaGetDeviceCount(&ndev);
     if (err != cudaSuccess || ndev == 0) {
@@ -425,6 +540,7 @@ static void open_device(void)
     if (st != CUBLAS_STATUS_SUCCESS) goto err_destroy_stream;
     st = cublasSetStream(blas, stream);
     if (st != CUBLAS_STATUS_SUCCESS) goto err_destroy_blas;
+    if (open_conv(ask) != MODEL_OK) goto err_destroy_blas;
     return;
 
 err_destroy_blas:
@@ -433,7 +549,9 @@ err_destroy_blas:
 err_destroy_stream:
     (void)cudaStreamDestroy(stream);
     stream = NULL;
-    refuse("no cuBLAS handle on the CUDA stream", cublasGetStatusString(st));
+    if (!open_why) /* open_conv has said why already */
+        refuse("no cuBLAS handle on the CUDA stream",
+               cublasGetStatusString(st));
 }
 
 const model__backend_t *model__cuda_open(const char **why)

@@ -14,16 +14,29 @@
  * in odd sizes, batch 1 and more, stride 2, padding, overlapping pooling
  * windows, accumulate 0 and 1, and each optional gradient left out.
  *
+ * Convolutions, and the models, run once per conv path of the GPU table
+ * (models/conv_cudnn.h): cuDNN's in a build with it, and im2col + cuBLAS,
+ * each against the host's; cuDNN's also at a batch smaller than the one
+ * its scratch was counted for, after a larger one (a plan per batch), and
+ * through more plans than its table holds. A cuDNN build whose cuDNN
+ * path cannot run fails here (unless HVD_CONV=im2col). Before the GPU is
+ * looked for, HVD_CONV's bad values must be refused (in child processes:
+ * the table opens once per process).
+ *
  * Exits 77 (skip) when no GPU can be used (a build without CUDA, no
  * device visible). --host compares the host table with itself, so that
  * the harness itself runs where no GPU is (everything then passes
  * exactly).
  */
+#define _POSIX_C_SOURCE 200809L /* fork, setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "models/backend.h"
+#include "models/conv_cudnn.h"
 #include "models/model.h"
 #include "test/test.h"
 
@@ -33,7 +46,8 @@ enum { TOL_EXACT = 0 };
 static const model__backend_t *cpu, *dev;
 static model_device_t dev_kind = MODEL_DEVICE_CUDA;
 static uint64_t rng = 12345;
-static char case_name[160]; /* the case being run, for failures */
+static char case_name[192]; /* the case being run, for failures */
+static const char *conv_name = "host"; /* the conv path under test */
 
 /* A failure the rest cannot go on from: the harness's error. */
 #define MUST(call)                                                             \
@@ -180,14 +194,16 @@ static model__conv_shape_t conv_shape(int in_c, int in_h, int in_w, int out_c,
                                  .out_w = (in_w + 2 * pad - k) / stride + 1};
 }
 
-static void test_conv2d(model__conv_shape_t s, int batch, int accumulate,
-                        int mode)
+/* The device's scratch is counted for scratch_batch >= batch images, as
+ * model.c counts it for batch_max. */
+static void test_conv2d(model__conv_shape_t s, int batch, int scratch_batch,
+                        int accumulate, int mode)
 {
     snprintf(case_name, sizeof case_name,
-             "conv2d batch=%d in=%dx%dx%d out_c=%d k=%d stride=%d pad=%d "
-             "accumulate=%d mode=%d",
-             batch, s.in_c, s.in_h, s.in_w, s.out_c, s.k, s.stride, s.pad,
-             accumulate, mode);
+             "conv2d path=%s batch=%d scratch_batch=%d in=%dx%dx%d out_c=%d "
+             "k=%d stride=%d pad=%d accumulate=%d mode=%d",
+             conv_name, batch, scratch_batch, s.in_c, s.in_h, s.in_w, s.out_c,
+             s.k, s.stride, s.pad, accumulate, mode);
     size_t in_count = (size_t)batch * s.in_c * s.in_h * s.in_w;
     size_t out_count = (size_t)batch * s.out_c * s.out_h * s.out_w;
     size_t w_count = (size_t)s.out_c * s.in_c * s.k * s.k;
@@ -196,7 +212,8 @@ static void test_conv2d(model__conv_shape_t s, int batch, int accumulate,
     pair_t dy = pair_new(out_count, 0), dx = pair_new(in_count, 0);
     pair_t dw = pair_new(w_count, 0), db = pair_new(s.out_c, 0);
     pair_t scratch_c = pair_zero(cpu->conv2d_scratch_count(&s, batch));
-    pair_t scratch_d = pair_zero(dev->conv2d_scratch_count(&s, batch));
+    pair_t scratch_d =
+        pair_zero(dev->conv2d_scratch_count(&s, scratch_batch));
     cpu->conv2d_forward(&s, x.host, w.host, b.host, y.host, batch,
                         scratch_c.host);
     dev->conv2d_forward(&s, x.dev, w.dev, b.dev, y.dev, batch, scratch_d.dev);
@@ -344,13 +361,18 @@ static float *slab_to_host(const model_t *m, const float *slab)
     return host;
 }
 
-static void test_model(const char *kind, int c, int h, int w, int batch)
+/* Models made for batch_max samples, run on batch of them (a last
+ * partial batch when fewer). */
+static void test_model(const char *kind, int c, int h, int w, int batch_max,
+                       int batch)
 {
-    snprintf(case_name, sizeof case_name, "model %s %dx%dx%d batch=%d", kind, c,
-             h, w, batch);
+    snprintf(case_name, sizeof case_name,
+             "model %s path=%s %dx%dx%d batch_max=%d batch=%d", kind,
+             conv_name, c, h, w, batch_max, batch);
     model_t mc, md;
-    MUST(model_init_device(&mc, MODEL_DEVICE_CPU, kind, c, h, w, batch, 7));
-    MUST(model_init_device(&md, dev_kind, kind, c, h, w, batch, 7));
+    MUST(model_init_device(&mc, MODEL_DEVICE_CPU, kind, c, h, w, batch_max,
+                           7));
+    MUST(model_init_device(&md, dev_kind, kind, c, h, w, batch_max, 7));
     TEST_EQ(md.param_count, mc.param_count);
     float *p = slab_to_host(&md, md.param_slab);
     compare("params", p, mc.param_slab, mc.param_count, TOL_EXACT);
@@ -383,10 +405,86 @@ static void test_model(const char *kind, int c, int h, int w, int batch)
     model_free(&md);
 }
 
+/* ---- HVD_CONV and the conv paths ---- */
+
+/* HVD_CONV=value must make the GPU table's opening fail with a why that
+ * holds want. In a child: the table opens once per process. No GPU is
+ * needed: HVD_CONV is read before any CUDA call. */
+static void test_conv_env_refused(const char *value, const char *want)
+{
+    snprintf(case_name, sizeof case_name, "HVD_CONV=%s refused", value);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        exit(TEST_HARD_ERROR);
+    }
+    if (pid == 0) {
+        const char *why = NULL;
+        unsetenv("HVD_DEVICE_EMULATE"); /* the real table's opening */
+        setenv("HVD_CONV", value, 1);
+        const model__backend_t *t = model__backend_cuda(&why);
+        if (!t && why && strstr(why, want)) _exit(0);
+        fprintf(stderr, "%s: table %s, why \"%s\", expected a refusal "
+                        "saying \"%s\"\n",
+                case_name, t ? "opened" : "refused", why ? why : "(none)",
+                want);
+        _exit(1);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid) {
+        perror("waitpid");
+        exit(TEST_HARD_ERROR);
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        TEST_FAIL("%s: the child's check failed (status %d)", case_name, st);
+}
+
+/* The conv paths to compare with the host's, into paths (2), with their
+ * names; their number. The host's table, or the emulated device's, has
+ * one path of its own: -1. A cuDNN build must run cuDNN's by default,
+ * unless HVD_CONV=im2col kept it closed. */
+static int conv_paths(int *paths, const char **names)
+{
+    const char *asked = getenv("HVD_CONV");
+    int by_default = !asked || !*asked, n = 0;
+    model__conv_path_t opened_with = model__cuda_conv_path();
+    if (dev_kind != MODEL_DEVICE_CUDA ||
+        model__cuda_conv_use(MODEL__CONV_IM2COL) != MODEL_OK) {
+        paths[0] = -1;
+        names[0] = dev_kind == MODEL_DEVICE_CUDA ? "emulated" : "host";
+        return 1;
+    }
+    if (HVD_HAVE_CUDNN && by_default)
+        TEST_EQ(opened_with, MODEL__CONV_CUDNN);
+    if (model__cuda_conv_use(MODEL__CONV_CUDNN) == MODEL_OK) {
+        paths[n] = MODEL__CONV_CUDNN;
+        names[n++] = "cudnn";
+    } else if (HVD_HAVE_CUDNN && !(asked && !strcmp(asked, "im2col"))) {
+        TEST_FAIL("a cuDNN build whose cuDNN path cannot run (see the "
+                  "warning above; HVD_CONV=im2col to test im2col alone)");
+    }
+    paths[n] = MODEL__CONV_IM2COL;
+    names[n++] = "im2col";
+    return n;
+}
+
+static void conv_path_use(int path, const char *name)
+{
+    conv_name = name;
+    if (path >= 0) MUST(model__cuda_conv_use((model__conv_path_t)path));
+}
+
 int main(int argc, char **argv)
 {
     const char *why = NULL;
     cpu = model__backend_cpu();
+    test_conv_env_refused("xyz", "HVD_CONV=xyz: expected cudnn or im2col");
+    test_conv_env_refused("CUDNN", "HVD_CONV=CUDNN: expected cudnn or im2col");
+    if (!HVD_HAVE_CUDNN)
+        test_conv_env_refused("cudnn", "HVD_CONV=cudnn: this build has no "
+                                       "cuDNN");
+    if (test_failures) return test_exit_code(); /* not a skip */
     if (argc > 1 && !strcmp(argv[1], "--host")) {
         dev = cpu;
         dev_kind = MODEL_DEVICE_CPU;
@@ -409,11 +507,31 @@ int main(int argc, char **argv)
         conv_shape(1, 1, 1, 2, 1, 1, 0),    conv_shape(2, 6, 7, 3, 4, 3, 2),
     };
     const int batches[] = {1, 3};
-    for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++)
-        for (int bi = 0; bi < 2; bi++)
-            for (int acc = 0; acc < 2; acc++)
-                for (int mode = 0; mode < 3; mode++)
-                    test_conv2d(convs[i], batches[bi], acc, mode);
+    int paths[2];
+    const char *path_names[2];
+    int npaths = conv_paths(paths, path_names);
+    for (int pi = 0; pi < npaths; pi++) {
+        conv_path_use(paths[pi], path_names[pi]);
+        for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++)
+            for (int bi = 0; bi < 2; bi++)
+                for (int acc = 0; acc < 2; acc++)
+                    for (int mode = 0; mode < 3; mode++)
+                        test_conv2d(convs[i], batches[bi], batches[bi], acc,
+                                    mode);
+        /* Batches below the scratch's, after larger ones and between
+         * them: model.c's last partial batch. The second is the cnn's
+         * second convolution. */
+        const int seq[] = {5, 2, 5, 1, 4};
+        for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++)
+            test_conv2d(conv_shape(3, 8, 8, 4, 3, 1, 1), seq[i], 5, 1, 0);
+        test_conv2d(conv_shape(32, 14, 14, 64, 5, 1, 2), 16, 16, 0, 0);
+        test_conv2d(conv_shape(32, 14, 14, 64, 5, 1, 2), 7, 16, 1, 0);
+        /* More (shape, batch) pairs than cuDNN's plan table holds (64),
+         * then the first again: plans replaced while in use. */
+        for (int batch = 1; batch <= 70; batch++)
+            test_conv2d(conv_shape(2, 5, 5, 3, 3, 1, 0), batch, batch, 0, 0);
+        test_conv2d(conv_shape(2, 5, 5, 3, 3, 1, 0), 1, 1, 1, 2);
+    }
 
     test_relu(1);
     test_relu(100003);
@@ -440,9 +558,13 @@ int main(int argc, char **argv)
     test_softmax_xent(7, 3);
     test_softmax_xent(5, 1);
 
-    test_model("mlp", 1, 28, 28, 8);
-    test_model("mlp", 3, 5, 7, 1);
-    test_model("cnn", 1, 28, 28, 8);
-    test_model("cnn", 3, 32, 32, 3);
+    test_model("mlp", 1, 28, 28, 8, 8);
+    test_model("mlp", 3, 5, 7, 1, 1);
+    for (int pi = 0; pi < npaths; pi++) {
+        conv_path_use(paths[pi], path_names[pi]);
+        test_model("cnn", 1, 28, 28, 8, 8);
+        test_model("cnn", 1, 28, 28, 8, 5);
+        test_model("cnn", 3, 32, 32, 3, 3);
+    }
     return test_exit_code();
 }

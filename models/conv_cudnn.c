@@ -1,0 +1,363 @@
+/* models/conv_cudnn.c: the GPU's convolutions through cuDNN
+ * (models/conv_cudnn.h), run by models/backend_cuda.c's conv entries in
+ * a build configured with cuDNN unless HVD_CONV=im2col.
+ *
+ * A plan per (shape, batch, scratch bytes) holds the tensor, filter and
+ * convolution descriptors and an algorithm per direction (forward,
+ * backward data, backward filter): the first, in the order of cuDNN's
+ * heuristics (cudnnGet*Algorithm_v7, what PyTorch asks without
+ * cudnn.benchmark), whose workspace fits the caller's scratch. The
+ * scratch is the im2col path's (models/backend_cuda.c; at least 4 MiB):
+ * so cuDNN needs no more memory than the reference did, and a smaller
+ * batch, whose scratch bound is smaller, gets a plan of its own that
+ * fits it. Plans
+ * are made on first use, in a small table replaced round-robin when
+ * full; a model needs a few (its conv layers times its batch sizes:
+ * batch_max, a last partial batch, evaluation's).
+ *
+ * Math: CUDNN_FMA_MATH, float FMAs only, no TF32, so that results stay
+ * within float rounding of the host's, as cuBLAS's GEMMs do in the im2col
+ * path. PyTorch lets cuDNN use TF32 for convolutions by default: its
+ * figures are the less exact ones in a comparison with ours.
+ *
+ * The bias: added after the convolution (cudnnAddTensor), its gradient
+ * summed by cudnnConvolutionBackwardBias, accumulating as dw's does.
+ * Not here: timed algorithm search (cudnnFind*), NHWC, half precision,
+ * fused convolution + bias + ReLU.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <cudnn.h>
+#include "models/conv_cudnn.h"
+#include "models/model.h"
+
+#define PLAN_SLOTS 64
+#define ALGO_MAX 8
+_Static_assert((int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= ALGO_MAX &&
+                   (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT <= ALGO_MAX &&
+                   (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= ALGO_MAX,
+               "ALGO_MAX holds every direction's algorithms");
+
+typedef enum { DIR_FWD, DIR_BWD_DATA, DIR_BWD_FILTER } direction_t;
+
+typedef struct {
+    /* the key; batch 0 marks an empty slot */
+    model__conv_shape_t s;
+    int batch;
+    size_t scratch_nbytes;
+    cudnnTensorDescriptor_t x;    /* (batch, in_c, in_h, in_w) */
+    cudnnTensorDescriptor_t y;    /* (batch, out_c, out_h, out_w) */
+    cudnnTensorDescriptor_t bias; /* (1, out_c, 1, 1) */
+    cudnnFilterDescriptor_t w;    /* (out_c, in_c, k, k) */
+    cudnnConvolutionDescriptor_t conv;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    size_t fwd_nbytes, bwd_data_nbytes, bwd_filter_nbytes; /* workspaces */
+} plan_t;
+
+static cudnnHandle_t handle;
+static plan_t plans[PLAN_SLOTS];
+static int next_slot; /* the next to be (re)made when none matches */
+static atomic_flag reported = ATOMIC_FLAG_INIT;
+
+static const float one = 1.0f, zero = 0.0f;
+
+/* ---- errors ---- */
+
+/* MODEL_ERR_CUDA; the process's first failure goes to stderr, as the
+ * backend keeps only a status and a GPU node's first run must say what
+ * broke. */
+static int fail(const char *what, const char *detail)
+{
+    if (!atomic_flag_test_and_set(&reported))
+        fprintf(stderr, "models: cuDNN: %s: %s\n", what, detail);
+    return MODEL_ERR_CUDA;
+}
+
+static int check(cudnnStatus_t st, const char *call)
+{
+    if (st == CUDNN_STATUS_SUCCESS) return MODEL_OK;
+    char detail[320];
+    int len = snprintf(detail, sizeof detail, "%s", cudnnGetErrorString(st));
+#if CUDNN_MAJOR >= 9
+    /* cuDNN 9 says which argument it refused, and why. */
+    char last[256] = "";
+    cudnnGetLastErrorString(last, sizeof last);
+    if (*last && len > 0 && (size_t)len < sizeof detail)
+        snprintf(detail + len, sizeof detail - (size_t)len, " (%s)", last);
+#else
+    (void)len;
+#endif
+    return fail(call, detail);
+}
+
+/* A cuDNN call and its name, through check(). */
+#define CUDNN(fn, ...) check(fn(__VA_ARGS__), #fn)
+
+/* ---- the handle ---- */
+
+int model__cudnn_open(cudaStream_t stream, const char **why)
+{
+    static char why_text[160];
+    const char *call = "cudnnCreate";
+    cudnnStatus_t st = cudnnCreate(&handle);
+    if (st != CUDNN_STATUS_SUCCESS) goto err;
+    call = "cudnnSetStream";
+    st = cudnnSetStream(handle, stream);
+    if (st != CUDNN_STATUS_SUCCESS) goto err_destroy;
+#if CUDNN_MAJOR >= 9
+    /* libcudnn loads its parts (libcudnn_ops, libcudnn_cnn) on first use:
+     * one missing fails here, where the caller can still run im2col,
+     * rather than in the first convolution. */
+    call = "cudnnOpsVersionCheck";
+    st = cudnnOpsVersionCheck();
+    if (st != CUDNN_STATUS_SUCCESS) goto err_destroy;
+    call = "cudnnCnnVersionCheck";
+    st = cudnnCnnVersionCheck();
+    if (st != CUDNN_STATUS_SUCCESS) goto err_destroy;
+#endif
+    return MODEL_OK;
+
+err_destroy:
+    (void)cudnnDestroy(handle); /* the failure to report is st */
+    handle = NULL;
+err:
+    snprintf(why_text, sizeof why_text, "%s: %s (cuDNN %zu)", call,
+             cudnnGetErrorString(st), cudnnGetVersion());
+    *why = why_text;
+    return MODEL_ERR_CUDA;
+}
+
+/* ---- plans ---- */
+
+/* Destroying a descriptor once the work that names it is queued is safe:
+ * cuDNN reads descriptors when a call queues its kernels (PyTorch makes
+ * and drops them per call). Their statuses are not failures of ours. */
+static void plan_free(plan_t *p)
+{
+    if (p->conv) (void)cudnnDestroyConvolutionDescriptor(p->conv);
+    if (p->w) (void)cudnnDestroyFilterDescriptor(p->w);
+    if (p->bias) (void)cudnnDestroyTensorDescriptor(p->bias);
+    if (p->y) (void)cudnnDestroyTensorDescriptor(p->y);
+    if (p->x) (void)cudnnDestroyTensorDescriptor(p->x);
+    *p = (plan_t){0};
+}
+
+/* One of cuDNN's answers for a direction, whichever its perf type. */
+typedef struct {
+    int algo;
+    cudnnStatus_t status;
+    size_t nbytes;
+    cudnnMathType_t math;
+} candidate_t;
+
+#define CANDIDATES(perf, n, out)                                               \
+    for (int i_ = 0; i_ < (n); i_++)                                           \
+        (out)[i_] = (candidate_t){.algo = (int)(perf)[i_].algo,                \
+                                  .status = (perf)[i_].status,                 \
+                                  .nbytes = (perf)[i_].memory,                 \
+                                  .math = (perf)[i_].mathType}
+
+/* cuDNN's algorithms for direction dir of p, best first by its
+ * heuristics, into c (ALGO_MAX), their number into *count. */
+static int candidates(const plan_t *p, direction_t dir, candidate_t *c,
+                      int *count)
+{
+    int rc;
+    *count = 0;
+    if (dir == DIR_FWD) {
+        cudnnConvolutionFwdAlgoPerf_t perf[ALGO_MAX];
+        rc = CUDNN(cudnnGetConvolutionForwardAlgorithm_v7, handle, p->x, p->w,
+                   p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, count,
+                   perf);
+        if (rc == MODEL_OK) CANDIDATES(perf, *count, c);
+    } else if (dir == DIR_BWD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[ALGO_MAX];
+        rc = CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7, handle, p->w,
+                   p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                   count, perf);
+        if (rc == MODEL_OK) CANDIDATES(perf, *count, c);
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[ALGO_MAX];
+        rc = CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7, handle,
+                   p->x, p->y, p->conv, p->w,
+                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, count, perf);
+        if (rc == MODEL_OK) CANDIDATES(perf, *count, c);
+    }
+    return rc;
+}
+
+/* The workspace algo needs for direction dir of p, as its descriptors are
+ * set (FMA math included); not a failure when it cannot run so. */
+static cudnnStatus_t workspace_nbytes(const plan_t *p, direction_t dir,
+                                      int algo, size_t *nbytes)
+{
+    if (dir == DIR_FWD)
+        return cudnnGetConvolutionForwardWorkspaceSize(
+            handle, p->x, p->w, p->conv, p->y, (cudnnConvolutionFwdAlgo_t)algo,
+            nbytes);
+    if (dir == DIR_BWD_DATA)
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            handle, p->w, p->y, p->conv, p->x,
+            (cudnnConvolutionBwdDataAlgo_t)algo, nbytes);
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        handle, p->x, p->y, p->conv, p->w,
+        (cudnnConvolutionBwdFilterAlgo_t)algo, nbytes);
+}
+
+/* The first of cuDNN's algorithms for dir that runs without tensor cores
+ * and whose workspace, asked again for the descriptors as set, fits in
+ * p's scratch. The zero-workspace algorithms (implicit GEMM, backward
+ * ALGO_0) always fit, so none fitting is a failure. */
+static int choose(const plan_t *p, direction_t dir, int *algo,
+                  size_t *nbytes)
+{
+    static const char *const names[] = {"forward", "backward data",
+                                        "backward filter"};
+    candidate_t c[ALGO_MAX];
+    int count;
+    int rc = candidates(p, dir, c, &count);
+    if (rc != MODEL_OK) return rc;
+    for (int i = 0; i < count; i++) {
+        size_t need;
+        if (c[i].status != CUDNN_STATUS_SUCCESS ||
+            c[i].nbytes > p->scratch_nbytes ||
+            c[i].math == CUDNN_TENSOR_OP_MATH ||
+            c[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+            workspace_nbytes(p, dir, c[i].algo, &need) !=
+                CUDNN_STATUS_SUCCESS ||
+            need > p->scratch_nbytes)
+            continue;
+        *algo = c[i].algo;
+        *nbytes = need;
+        return MODEL_OK;
+    }
+    char detail[160];
+    snprintf(detail, sizeof detail,
+             "none of %d %s algorithms runs in FMA math within %zu bytes of "
+             "scratch",
+             count, names[dir], p->scratch_nbytes);
+    return fail("cudnnGetConvolution*Algorithm_v7", detail);
+}
+
+/* The descriptors of s at batch, and their algorithms; on failure p is
+ * left empty. */
+static int plan_init(plan_t *p, const model__conv_shape_t *s, int batch,
+                     size_t scratch_nbytes)
+{
+    *p = (plan_t){.s = *s, .scratch_nbytes = scratch_nbytes};
+    int rc, n, c, h, w, algo;
+    if ((rc = CUDNN(cudnnCreateTensorDescriptor, &p->x)) ||
+        (rc = CUDNN(cudnnCreateTensorDescriptor, &p->y)) ||
+        (rc = CUDNN(cudnnCreateTensorDescriptor, &p->bias)) ||
+        (rc = CUDNN(cudnnCreateFilterDescriptor, &p->w)) ||
+        (rc = CUDNN(cudnnCreateConvolutionDescriptor, &p->conv)))
+        goto err;
+    if ((rc = CUDNN(cudnnSetTensor4dDescriptor, p->x, CUDNN_TENSOR_NCHW,
+                    CUDNN_DATA_FLOAT, batch, s->in_c, s->in_h, s->in_w)) ||
+        (rc = CUDNN(cudnnSetTensor4dDescriptor, p->y, CUDNN_TENSOR_NCHW,
+                    CUDNN_DATA_FLOAT, batch, s->out_c, s->out_h, s->out_w)) ||
+        (rc = CUDNN(cudnnSetTensor4dDescriptor, p->bias, CUDNN_TENSOR_NCHW,
+                    CUDNN_DATA_FLOAT, 1, s->out_c, 1, 1)) ||
+        (rc = CUDNN(cudnnSetFilter4dDescriptor, p->w, CUDNN_DATA_FLOAT,
+                    CUDNN_TENSOR_NCHW, s->out_c, s->in_c, s->k, s->k)) ||
+        /* cross-correlation: the kernel unflipped, as im2col's GEMM */
+        (rc = CUDNN(cudnnSetConvolution2dDescriptor, p->conv, s->pad, s->pad,
+                    s->stride, s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                    CUDNN_DATA_FLOAT)) ||
+        (rc = CUDNN(cudnnSetConvolutionMathType, p->conv, CUDNN_FMA_MATH)) ||
+        (rc = CUDNN(cudnnGetConvolution2dForwardOutputDim, p->conv, p->x,
+                    p->w, &n, &c, &h, &w)))
+        goto err;
+    /* A layer whose out_h/out_w are not cuDNN's would be read and written
+     * out of bounds: refused here, once. */
+    if (n != batch || c != s->out_c || h != s->out_h || w != s->out_w) {
+        char detail[160];
+        snprintf(detail, sizeof detail,
+                 "output %dx%dx%dx%d, the layer's %dx%dx%dx%d", n, c, h, w,
+                 batch, s->out_c, s->out_h, s->out_w);
+        rc = fail("cudnnGetConvolution2dForwardOutputDim", detail);
+        goto err;
+    }
+    if ((rc = choose(p, DIR_FWD, &algo, &p->fwd_nbytes))) goto err;
+    p->fwd = (cudnnConvolutionFwdAlgo_t)algo;
+    if ((rc = choose(p, DIR_BWD_DATA, &algo, &p->bwd_data_nbytes))) goto err;
+    p->bwd_data = (cudnnConvolutionBwdDataAlgo_t)algo;
+    if ((rc = choose(p, DIR_BWD_FILTER, &algo, &p->bwd_filter_nbytes)))
+        goto err;
+    p->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)algo;
+    p->batch = batch;
+    return MODEL_OK;
+
+err:
+    plan_free(p);
+    return rc;
+}
+
+/* The plan of (s, batch, scratch_nbytes), made when there is none. */
+static int plan_get(const model__conv_shape_t *s, int batch,
+                    size_t scratch_nbytes, plan_t **out)
+{
+    if (batch < 1) return fail("conv2d", "batch < 1");
+    for (int i = 0; i < PLAN_SLOTS; i++) {
+        plan_t *p = &plans[i];
+        if (p->batch == batch && p->scratch_nbytes == scratch_nbytes &&
+            !memcmp(&p->s, s, sizeof *s)) {
+            *out = p;
+            return MODEL_OK;
+        }
+    }
+    plan_t *p = &plans[next_slot];
+    next_slot = (next_slot + 1) % PLAN_SLOTS;
+    plan_free(p);
+    int rc = plan_init(p, s, batch, scratch_nbytes);
+    if (rc == MODEL_OK) *out = p;
+    return rc;
+}
+
+/* ---- the entries ---- */
+
+int model__cudnn_conv2d_forward(const model__conv_shape_t *s, const float *x,
+                                const float *w, const float *b, float *y,
+                                int batch, void *scratch,
+                                size_t scratch_nbytes)
+{
+    plan_t *p;
+    int rc = plan_get(s, batch, scratch_nbytes, &p);
+    if (rc == MODEL_OK)
+        rc = CUDNN(cudnnConvolutionForward, handle, &one, p->x, x, p->w, w,
+                   p->conv, p->fwd, scratch, p->fwd_nbytes, &zero, p->y, y);
+    /* y += b, broadcast over (batch, out_h, out_w) */
+    if (rc == MODEL_OK)
+        rc = CUDNN(cudnnAddTensor, handle, &one, p->bias, b, &one, p->y, y);
+    return rc;
+}
+
+int model__cudnn_conv2d_backward(const model__conv_shape_t *s,
+                                 const float *x, const float *w,
+                                 const float *dy, float *dx, float *dw,
+                                 float *db, int batch, void *scratch,
+                                 size_t scratch_nbytes, int accumulate)
+{
+    plan_t *p;
+    int rc = plan_get(s, batch, scratch_nbytes, &p);
+    if (rc != MODEL_OK) return rc;
+    /* beta 0 overwrites without reading: a NaN left there stays out */
+    const float *keep = accumulate ? &one : &zero;
+    if (dw) {
+        rc = CUDNN(cudnnConvolutionBackwardFilter, handle, &one, p->x, x, p->y,
+                   dy, p->conv, p->bwd_filter, scratch, p->bwd_filter_nbytes,
+                   keep, p->w, dw);
+        if (rc == MODEL_OK)
+            rc = CUDNN(cudnnConvolutionBackwardBias, handle, &one, p->y, dy,
+                       keep, p->bias, db);
+    }
+    /* The workspace is reused in stream order, after dw's. */
+    if (rc == MODEL_OK && dx)
+        rc = CUDNN(cudnnConvolutionBackwardData, handle, &one, p->w, w, p->y,
+                   dy, p->conv, p->bwd_data, scratch, p->bwd_data_nbytes,
+                   &zero, p->x, dx);
+    return rc;
+}
