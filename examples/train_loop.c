@@ -345,17 +345,19 @@ static int send_train_batch(loop_t *L, size_t b, model_batch_t *bt)
 }
 
 /* One forward, loss, backward and DistributedOptimizer step on cur; batch
- * next_b goes to `next` (NULL: none) while the forward runs. 0 or 1. */
+ * next_b goes to `next` (NULL: none) while the forward runs, and the loss
+ * is read once the step is queued. 0 or 1. */
 static int train_step(loop_t *L, model_batch_t *cur, model_batch_t *next,
                       size_t next_b, float *loss)
 {
     int status = model_forward_batch(&L->m, cur, 1);
     if (status == MODEL_OK && next)
         status = send_train_batch(L, next_b, next);
-    if (status == MODEL_OK) status = model_loss_batch(&L->m, cur, loss);
+    if (status == MODEL_OK) status = model_loss_queue(&L->m, cur);
     if (status == MODEL_OK)
         status = model_backward(&L->m, trainer_grad_hook, L->dopt);
     if (status == 0) status = hvd_dist_opt_step(L->dopt);
+    if (status == 0) status = model_loss_read(&L->m, loss);
     if (status == 0) return 0;
     fprintf(stderr, "%s: rank %d: step %lld: %s\n", L->cfg->name, L->rank,
             L->gstep, status > -8 ? hvd_strerror(status)

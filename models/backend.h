@@ -29,6 +29,7 @@ typedef struct model__copy {
     void *dst;   /* the emulated device's: the copy it still owes */
     const void *src;
     size_t bytes;
+    void *held; /* the emulated device's: a fetch's bytes until the wait */
 } model__copy_t;
 
 typedef struct model__backend {
@@ -60,7 +61,14 @@ typedef struct model__backend {
      * not be read, nor host_src written, until the waits below. */
     int (*copy_start)(model__copy_t *c, void *dst, const void *host_src,
                       size_t bytes);
-    /* Waits until c's copy has read host_src; its first failure, if any. */
+    /* Queues a copy of bytes from src (the backend's) to host_dst
+     * (host_alloc's) after the work queued so far, on the backend's
+     * stream, and returns without waiting for it: host_dst must not be
+     * read until copy_host_wait. */
+    int (*fetch_start)(model__copy_t *c, void *host_dst, const void *src,
+                       size_t bytes);
+    /* Waits until c's copy has read host_src (a fetch: written host_dst);
+     * its first failure, if any. */
     int (*copy_host_wait)(model__copy_t *c);
     /* The work queued from now on runs after c's copy. */
     void (*copy_order)(model__copy_t *c);

@@ -29,6 +29,13 @@ static int cpu_copy_start(model__copy_t *c, void *dst, const void *host_src,
     return dst == host_src ? MODEL_OK : cpu_copy(dst, host_src, bytes);
 }
 
+static int cpu_fetch_start(model__copy_t *c, void *host_dst, const void *src,
+                           size_t bytes)
+{
+    (void)c;
+    return cpu_copy(host_dst, src, bytes);
+}
+
 static int cpu_copy_host_wait(model__copy_t *c)
 {
     (void)c;
@@ -74,6 +81,7 @@ static const model__backend_t model__cpu = {
     .host_alloc = cpu_alloc,
     .host_release = free,
     .copy_start = cpu_copy_start,
+    .fetch_start = cpu_fetch_start,
     .copy_host_wait = cpu_copy_host_wait,
     .copy_order = cpu_copy_order,
     .copy_release = cpu_copy_release,

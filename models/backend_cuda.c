@@ -183,6 +183,17 @@ static int cuda_copy_start(model__copy_t *c, void *dst, const void *host_src,
     return take_error(err);
 }
 
+static int cuda_fetch_start(model__copy_t *c, void *host_dst, const void *src,
+                            size_t bytes)
+{
+    cudaError_t err = event_make(&c->done);
+    if (err == cudaSuccess && bytes)
+        err = cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost,
+                              stream);
+    if (err == cudaSuccess) err = cudaEventRecord(c->done, stream);
+    return take_error(err);
+}
+
 static int cuda_copy_host_wait(model__copy_t *c)
 {
     return take_error(c->done ? cudaEventSynchronize(c->done) : cudaSuccess);
@@ -434,6 +445,7 @@ static const model__backend_t model__cuda = {
     .host_alloc = cuda_host_alloc,
     .host_release = cuda_host_release,
     .copy_start = cuda_copy_start,
+    .fetch_start = cuda_fetch_start,
     .copy_host_wait = cuda_copy_host_wait,
     .copy_order = cuda_copy_order,
     .copy_release = cuda_copy_release,

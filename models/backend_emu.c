@@ -124,10 +124,13 @@ static int emu_finish(void)
  * copy may be reading it until then. A reader that does not wait sees
  * zeros (valid numbers and labels of every type, so it computes without
  * faulting, and comparing with the host's numbers shows it); a writer that
- * does not wait changes what arrives. */
+ * does not wait changes what arrives. A fetch reads the device in stream
+ * order, at its start, and writes host_dst at the wait. */
 static void emu_copy_settle(model__copy_t *c)
 {
-    if (c->dst) memcpy(c->dst, c->src, c->bytes);
+    if (c->dst) memcpy(c->dst, c->held ? c->held : c->src, c->bytes);
+    free(c->held);
+    c->held = NULL;
     c->dst = NULL;
     c->src = NULL;
     c->bytes = 0;
@@ -143,6 +146,21 @@ static int emu_copy_start(model__copy_t *c, void *dst, const void *host_src,
     memset(dst, 0, bytes);
     c->dst = dst;
     c->src = host_src;
+    c->bytes = bytes;
+    return MODEL_OK;
+}
+
+static int emu_fetch_start(model__copy_t *c, void *host_dst, const void *src,
+                           size_t bytes)
+{
+    emu_copy_settle(c);
+    if (!bytes) return MODEL_OK;
+    int status = emu_copy_check(host_dst, src, bytes, 0);
+    if (status != MODEL_OK) return status;
+    if (!(c->held = malloc(bytes))) return MODEL_ERR_NOMEM;
+    memcpy(c->held, src, bytes);
+    memset(host_dst, 0, bytes);
+    c->dst = host_dst;
     c->bytes = bytes;
     return MODEL_OK;
 }
@@ -174,6 +192,7 @@ static void emu_make(void)
     emu_table.download = emu_download;
     emu_table.finish = emu_finish;
     emu_table.copy_start = emu_copy_start;
+    emu_table.fetch_start = emu_fetch_start;
     emu_table.copy_host_wait = emu_copy_host_wait;
     emu_table.copy_order = emu_copy_order;
     emu_table.copy_release = emu_copy_release;

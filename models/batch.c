@@ -81,10 +81,17 @@ int model_forward_batch(model_t *m, model_batch_t *b, int train)
     return model_forward(m, dev_x(b), b->count, train);
 }
 
-int model_loss_batch(model_t *m, const model_batch_t *b, float *loss)
+int model_loss_queue(model_t *m, const model_batch_t *b)
 {
-    if (!m || !m->layers || !b || !b->copy || !loss) return MODEL_ERR_ARG;
+    if (!m || !m->layers || !b || !b->copy) return MODEL_ERR_ARG;
     if (!b->count || m->input != dev_x(b) || m->batch != b->count)
         return MODEL_ERR_STATE;
-    return model__loss(m, dev_labels(b), loss);
+    return model__loss_queue(m, dev_labels(b));
+}
+
+int model_loss_batch(model_t *m, const model_batch_t *b, float *loss)
+{
+    if (!loss) return MODEL_ERR_ARG;
+    int status = model_loss_queue(m, b);
+    return status == MODEL_OK ? model_loss_read(m, loss) : status;
 }

@@ -368,10 +368,14 @@ int model_init_device(model_t *m, model_device_t device, const char *kind,
         if ((status = device_alloc(m, counts[b], sizes[b], bufs[b])) !=
             MODEL_OK)
             goto err_free_model;
+    /* Pinned on a GPU: the losses' copy there is queued, not waited for. */
+    status = m->backend->host_alloc(bm * sizeof(double),
+                                    (void **)&m->host_losses);
+    if (status != MODEL_OK) goto err_free_model;
     status = MODEL_ERR_NOMEM;
-    m->host_losses = malloc(bm * sizeof(double));
     m->host_logits = malloc(bm * (size_t)m->num_classes * sizeof(float));
-    if (!m->host_losses || !m->host_logits) goto err_free_model;
+    m->loss_copy = calloc(1, sizeof *m->loss_copy);
+    if (!m->host_logits || !m->loss_copy) goto err_free_model;
     carve_layers(m, m->argmax_slab);
     if ((status = init_weights(m, seed)) != MODEL_OK) goto err_free_model;
     m->rng_state = model__rng_next(&seed); /* dropout's own stream */
@@ -389,12 +393,14 @@ void model_free(model_t *m)
         void *bufs[] = {m->param_slab, m->grad_slab, m->act_slab,
                         m->dact_slab,  m->scratch,   m->argmax_slab,
                         m->labels,     m->losses,    m->input_buf};
+        if (m->loss_copy) m->backend->copy_release(m->loss_copy);
         for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++)
             m->backend->release(bufs[b]);
+        m->backend->host_release(m->host_losses);
     }
     free(m->layers);
     free(m->params);
-    free(m->host_losses);
+    free(m->loss_copy);
     free(m->host_logits);
     memset(m, 0, sizeof(*m));
 }
@@ -494,23 +500,36 @@ int model_loss(model_t *m, const int *labels, int batch, float *loss)
         return MODEL_ERR_ARG;
     int status = m->backend->upload(m->labels, labels,
                                     (size_t)batch * sizeof *labels);
-    return status == MODEL_OK ? model__loss(m, m->labels, loss) : status;
+    if (status == MODEL_OK) status = model__loss_queue(m, m->labels);
+    return status == MODEL_OK ? model_loss_read(m, loss) : status;
 }
 
-int model__loss(model_t *m, const int32_t *labels, float *loss)
+int model__loss_queue(model_t *m, const int32_t *labels)
 {
     const model__backend_t *be = m->backend;
     struct model__layer *last = &m->layers[m->num_layers - 1];
     int batch = m->batch;
     be->softmax_xent(last->out, labels, last->dout, m->losses, batch,
                      m->num_classes);
-    int status = be->download(m->host_losses, m->losses,
-                              (size_t)batch * sizeof *m->losses);
+    int status = be->fetch_start(m->loss_copy, m->host_losses, m->losses,
+                                 (size_t)batch * sizeof *m->losses);
+    if (status != MODEL_OK) return status;
+    m->loss_pending = batch;
+    m->have_loss = 1;
+    return MODEL_OK;
+}
+
+int model_loss_read(model_t *m, float *loss)
+{
+    if (!m || !m->layers || !loss) return MODEL_ERR_ARG;
+    if (!m->loss_pending) return MODEL_ERR_STATE;
+    int batch = m->loss_pending;
+    m->loss_pending = 0;
+    int status = m->backend->copy_host_wait(m->loss_copy);
     if (status != MODEL_OK) return status;
     double total = 0;
     for (int n = 0; n < batch; n++) total += m->host_losses[n];
     *loss = (float)(total / batch);
-    m->have_loss = 1;
     return MODEL_OK;
 }
 

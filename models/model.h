@@ -120,6 +120,8 @@ typedef struct {
     double *losses;              /* (batch_max) per sample, on device */
     double *host_losses;         /* (batch_max) host copies of both */
     float *host_logits;          /* (batch_max, num_classes) */
+    struct model__copy *loss_copy; /* losses to host_losses, queued */
+    int loss_pending;            /* samples of a queued loss not yet read */
 } model_t;
 
 /* Builds a model of the given kind on caller memory, for batches of at
@@ -240,6 +242,15 @@ int model_forward_batch(model_t *m, model_batch_t *b, int train);
 /* model_loss with b's labels, after model_forward_batch of b
  * (MODEL_ERR_STATE otherwise). */
 int model_loss_batch(model_t *m, const model_batch_t *b, float *loss);
+/* model_loss_batch without waiting for the loss: what backward needs is
+ * queued, and so is the losses' copy to the host; model_loss_read waits
+ * for it and gives the mean. Backward, and the step after it, may be
+ * queued in between, so that a GPU is not left idle while the host
+ * waits for the loss (PyTorch's loss.item() after the step). */
+int model_loss_queue(model_t *m, const model_batch_t *b);
+/* The mean loss of the last model_loss_queue; MODEL_ERR_STATE when none
+ * is queued (or it was read), else MODEL_OK or the device's error. */
+int model_loss_read(model_t *m, float *loss);
 
 /* Called by backward with a parameter's index as soon as that parameter's
  * gradient is final in grad_slab (on a device with m->hooks_queued: as

@@ -103,7 +103,8 @@ void model__softmax_xent(const float *logits, const int32_t *labels,
 
 /* MODEL_ERR_ARG when one of labels (batch, host) is not a class of m. */
 int model__labels_check(const model_t *m, const int *labels, int batch);
-/* model_loss with labels (m->batch) already in m's memory and checked. */
-int model__loss(model_t *m, const int32_t *labels, float *loss);
+/* model_loss_queue with labels (m->batch) already in m's memory and
+ * checked. */
+int model__loss_queue(model_t *m, const int32_t *labels);
 
 #endif /* HVD_MODEL_INTERNAL_H */

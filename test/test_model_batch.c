@@ -6,8 +6,9 @@
  * Training the mlp and the cnn with two batches used in turn, the next
  * one sent while the current step runs, as examples/train_loop.c does,
  * gives bitwise the losses and parameters of model_forward_host on the
- * CPU, with full and partial batches; the errors; and on the emulated
- * device, that a reader or writer that does not wait is seen.
+ * CPU, with full and partial batches, the loss read at once or queued and
+ * read after the step; the errors; and on the emulated device, that a
+ * reader or writer that does not wait is seen.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -65,9 +66,9 @@ static void train_plain(const char *kind, float *losses, float *params)
 }
 
 /* The same with two batches in turn, the next one sent after the
- * current one's forward. */
+ * current one's forward; queued: the loss read after the step. */
 static void train_batches(model_device_t device, const char *kind,
-                          float *losses, float *params)
+                          int queued, float *losses, float *params)
 {
     model_t m;
     model_sgd_t opt;
@@ -86,9 +87,13 @@ static void train_batches(model_device_t device, const char *kind,
             fill(next, s + 1);
             TEST_EQ(model_batch_send(&m, next, sizes[s + 1]), MODEL_OK);
         }
-        TEST_EQ(model_loss_batch(&m, cur, &losses[s]), MODEL_OK);
+        if (queued)
+            TEST_EQ(model_loss_queue(&m, cur), MODEL_OK);
+        else
+            TEST_EQ(model_loss_batch(&m, cur, &losses[s]), MODEL_OK);
         TEST_EQ(model_backward(&m, NULL, NULL), MODEL_OK);
         TEST_EQ(model_sgd_step(&opt, m.param_slab, m.grad_slab), MODEL_OK);
+        if (queued) TEST_EQ(model_loss_read(&m, &losses[s]), MODEL_OK);
     }
     TEST_EQ(model_download(&m, params, m.param_slab,
                            m.param_count * sizeof(float)),
@@ -109,9 +114,13 @@ static void test_training(model_device_t device, const char *kind)
     float *want = malloc(count * sizeof(float));
     float *got = malloc(count * sizeof(float));
     train_plain(kind, want_loss, want);
-    train_batches(device, kind, got_loss, got);
-    TEST_TRUE(memcmp(want_loss, got_loss, sizeof want_loss) == 0);
-    TEST_TRUE(memcmp(want, got, count * sizeof(float)) == 0);
+    for (int queued = 0; queued < 2; queued++) {
+        memset(got_loss, 0, sizeof got_loss);
+        memset(got, 0, count * sizeof(float));
+        train_batches(device, kind, queued, got_loss, got);
+        TEST_TRUE(memcmp(want_loss, got_loss, sizeof want_loss) == 0);
+        TEST_TRUE(memcmp(want, got, count * sizeof(float)) == 0);
+    }
     TEST_TRUE(want_loss[STEPS - 1] != want_loss[0]); /* it trained */
     free(want);
     free(got);
@@ -139,9 +148,15 @@ static void test_errors(model_device_t device)
     b.labels[1] = 9;
     TEST_EQ(model_batch_send(&m, &b, 2), MODEL_OK);
     TEST_EQ(model_loss_batch(&m, &b, &loss), MODEL_ERR_STATE); /* no forward */
+    TEST_EQ(model_loss_queue(&m, &b), MODEL_ERR_STATE);
+    TEST_EQ(model_loss_read(&m, &loss), MODEL_ERR_STATE); /* none queued */
     TEST_EQ(model_forward_batch(&m, &b, 1), MODEL_OK);
     TEST_EQ(model_loss_batch(&m, &b, NULL), MODEL_ERR_ARG);
     TEST_EQ(model_loss_batch(&m, &b, &loss), MODEL_OK);
+    TEST_EQ(model_loss_read(&m, &loss), MODEL_ERR_STATE); /* read already */
+    TEST_EQ(model_loss_queue(&m, &b), MODEL_OK);
+    TEST_EQ(model_loss_read(&m, NULL), MODEL_ERR_ARG);
+    TEST_EQ(model_loss_read(&m, &loss), MODEL_OK);
     /* The loss is of the batch the last forward saw. */
     TEST_EQ(model_forward_host(&m, xs[0], 2, 1), MODEL_OK);
     TEST_EQ(model_loss_batch(&m, &b, &loss), MODEL_ERR_STATE);
@@ -207,6 +222,13 @@ static void test_emulated_hazards(void)
     TEST_EQ(model_forward_batch(&m, &b, 0), MODEL_OK);
     TEST_EQ(model_download(&m, z, model_logits(&m), sizeof z), MODEL_OK);
     TEST_TRUE(memcmp(z, z_old, sizeof z) == 0);
+
+    /* A queued loss reaches the host at the read, not before. */
+    float loss;
+    TEST_EQ(model_loss_queue(&m, &b), MODEL_OK);
+    TEST_TRUE(m.host_losses[0] == 0.0);
+    TEST_EQ(model_loss_read(&m, &loss), MODEL_OK);
+    TEST_TRUE(loss > 0 && (float)m.host_losses[0] == loss);
     model_batch_free(&m, &b);
     model_free(&m);
     free(in_model);
