@@ -59,9 +59,13 @@ typedef struct {
     trainer_sgd_t sctx;
     hvd_dist_opt_t *dopt;
     data_shard_t shard;
-    /* Two batches in turn: the next one is copied to the model while
-     * the step on the current one runs (models/model.h). */
+    /* Two batches in turn: on a device the next one is copied to the
+     * model while the step on the current one runs (models/model.h). On
+     * the CPU, where that would only do the same work sooner, a step
+     * gathers its batch just before its forward, while the images are
+     * still in cache when the forward reads them. */
     model_batch_t batch[2];
+    int send_ahead;
     /* On a GPU, host copies of the parameters and the momentum for the
      * checkpoints (NULL on the CPU: the checkpoints use the slabs). */
     float *host_params, *host_velocity;
@@ -161,6 +165,7 @@ static int build(loop_t *L)
         snprintf(L->kind, sizeof L->kind, "%s.%s", L->m.kind, c->ckpt_tag);
     else
         snprintf(L->kind, sizeof L->kind, "%s", L->m.kind);
+    L->send_ahead = device != MODEL_DEVICE_CPU;
     for (int k = 0; k < 2 && status == MODEL_OK; k++)
         status = model_batch_init(&L->m, &L->batch[k]);
     if (status != MODEL_OK) {
@@ -344,15 +349,19 @@ static int send_train_batch(loop_t *L, size_t b, model_batch_t *bt)
     return send_batch(L, &L->train, idx, 0, n, bt);
 }
 
-/* One forward, loss, backward and DistributedOptimizer step on cur; batch
- * next_b goes to `next` (NULL: none) while the forward runs, and the loss
- * is read once the step is queued. 0 or 1. */
-static int train_step(loop_t *L, model_batch_t *cur, model_batch_t *next,
-                      size_t next_b, float *loss)
+/* One forward, loss, backward and DistributedOptimizer step on batch b
+ * of the epoch, whose samples it counts into *n. Sending ahead, batch b
+ * went out during the step before (or at the epoch's start), and batch
+ * b + 1, when `more`, goes while this forward runs. The loss is read once
+ * the step is queued. 0 or 1. */
+static int train_step(loop_t *L, size_t b, int more, float *loss, size_t *n)
 {
-    int status = model_forward_batch(&L->m, cur, 1);
-    if (status == MODEL_OK && next)
-        status = send_train_batch(L, next_b, next);
+    model_batch_t *cur = &L->batch[L->send_ahead ? b % 2 : 0];
+    int status = L->send_ahead ? MODEL_OK : send_train_batch(L, b, cur);
+    if (status == MODEL_OK) status = model_forward_batch(&L->m, cur, 1);
+    if (status == MODEL_OK && L->send_ahead && more)
+        status = send_train_batch(L, b + 1, &L->batch[(b + 1) % 2]);
+    *n = (size_t)cur->count;
     if (status == MODEL_OK) status = model_loss_queue(&L->m, cur);
     if (status == MODEL_OK)
         status = model_backward(&L->m, trainer_grad_hook, L->dopt);
@@ -374,7 +383,7 @@ static int train_epoch(loop_t *L, int64_t epoch, epoch_t *e)
     double t_epoch = prog_now(), t_win = t_epoch, loss_win = 0;
     double images_win = 0;
     long long steps_win = 0;
-    int status = L->gstep < L->end_step
+    int status = L->send_ahead && L->gstep < L->end_step
                      ? send_train_batch(L, 0, &L->batch[0])
                      : MODEL_OK;
     if (status != MODEL_OK) {
@@ -387,16 +396,13 @@ static int train_epoch(loop_t *L, int64_t epoch, epoch_t *e)
             e->stopped = 1;
             break;
         }
-        model_batch_t *cur = &L->batch[b % 2];
         int more = b + 1 < L->spe && L->gstep + 1 < L->end_step;
-        size_t n = (size_t)cur->count;
+        size_t n = 0;
         L->sgd.lr = schedule_lr(L->opt.lr, L->size,
                                 (double)epoch + (double)b / (double)L->spe,
                                 (double)L->opt.epochs);
         float loss = 0;
-        if (train_step(L, cur, more ? &L->batch[(b + 1) % 2] : NULL, b + 1,
-                       &loss))
-            return 1;
+        if (train_step(L, b, more, &loss, &n)) return 1;
         L->gstep++;
         L->done_steps++;
         steps_win++;
