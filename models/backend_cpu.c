@@ -20,20 +20,14 @@ static int cpu_copy(void *dst, const void *src, size_t bytes)
 
 static int cpu_finish(void) { return MODEL_OK; }
 
-/* The host's model reads a batch where the caller put it (dst is
- * host_src): a copy elsewhere is made at once. */
-static int cpu_copy_start(model__copy_t *c, void *dst, const void *host_src,
-                          size_t bytes)
+/* Both directions of a copy that overlaps the work, made at once. The
+ * host's model reads a batch where the caller put it (dst is src): no
+ * copy then. */
+static int cpu_copy_now(model__copy_t *c, void *dst, const void *src,
+                        size_t bytes)
 {
     (void)c;
-    return dst == host_src ? MODEL_OK : cpu_copy(dst, host_src, bytes);
-}
-
-static int cpu_fetch_start(model__copy_t *c, void *host_dst, const void *src,
-                           size_t bytes)
-{
-    (void)c;
-    return cpu_copy(host_dst, src, bytes);
+    return dst == src ? MODEL_OK : cpu_copy(dst, src, bytes);
 }
 
 static int cpu_copy_host_wait(model__copy_t *c)
@@ -80,8 +74,8 @@ static const model__backend_t model__cpu = {
     .fill = cpu_fill,
     .host_alloc = cpu_alloc,
     .host_release = free,
-    .copy_start = cpu_copy_start,
-    .fetch_start = cpu_fetch_start,
+    .copy_start = cpu_copy_now,
+    .fetch_start = cpu_copy_now,
     .copy_host_wait = cpu_copy_host_wait,
     .copy_order = cpu_copy_order,
     .copy_release = cpu_copy_release,

@@ -136,33 +136,36 @@ static void emu_copy_settle(model__copy_t *c)
     c->bytes = 0;
 }
 
+/* An upload (device_dst) or a fetch begins: the copy before it settles
+ * first, in stream order. */
+static int emu_copy_begin(model__copy_t *c, void *dst, const void *src,
+                          size_t bytes, int device_dst)
+{
+    emu_copy_settle(c);
+    if (!bytes) return MODEL_OK;
+    int status = emu_copy_check(dst, src, bytes, device_dst);
+    if (status != MODEL_OK) return status;
+    if (!device_dst) {
+        if (!(c->held = malloc(bytes))) return MODEL_ERR_NOMEM;
+        memcpy(c->held, src, bytes);
+    }
+    memset(dst, 0, bytes);
+    c->dst = dst;
+    c->src = src;
+    c->bytes = bytes;
+    return MODEL_OK;
+}
+
 static int emu_copy_start(model__copy_t *c, void *dst, const void *host_src,
                           size_t bytes)
 {
-    emu_copy_settle(c); /* in stream order, after the copy before */
-    if (!bytes) return MODEL_OK;
-    int status = emu_copy_check(dst, host_src, bytes, 1);
-    if (status != MODEL_OK) return status;
-    memset(dst, 0, bytes);
-    c->dst = dst;
-    c->src = host_src;
-    c->bytes = bytes;
-    return MODEL_OK;
+    return emu_copy_begin(c, dst, host_src, bytes, 1);
 }
 
 static int emu_fetch_start(model__copy_t *c, void *host_dst, const void *src,
                            size_t bytes)
 {
-    emu_copy_settle(c);
-    if (!bytes) return MODEL_OK;
-    int status = emu_copy_check(host_dst, src, bytes, 0);
-    if (status != MODEL_OK) return status;
-    if (!(c->held = malloc(bytes))) return MODEL_ERR_NOMEM;
-    memcpy(c->held, src, bytes);
-    memset(host_dst, 0, bytes);
-    c->dst = host_dst;
-    c->bytes = bytes;
-    return MODEL_OK;
+    return emu_copy_begin(c, host_dst, src, bytes, 0);
 }
 
 static int emu_copy_host_wait(model__copy_t *c)
