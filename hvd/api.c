@@ -387,6 +387,10 @@ int hvd_wait(hvd_handle_t handle)
 {
     if (!handle) return HVD_ERR_ARG;
     int status = hvd__wait_done(handle);
+    /* A stream variant's result may still be on its way (the engine
+     * records done_ev after queueing it, and goes on). */
+    if (status == HVD_OK && handle->done_ev)
+        status = ring_dev()->event_sync(handle->done_ev);
     hvd__take_error(handle, status);
     hvd__handle_release(handle);
     return status;
@@ -402,9 +406,8 @@ int hvd_wait_stream(hvd_handle_t handle, struct ring_stream *stream)
                               "(use hvd_wait)");
     int status = hvd__wait_done(handle);
     hvd__take_error(handle, status);
-    /* The engine has synchronised its stream before completing, so this
-     * costs the caller's stream nothing today; it is the contract that a
-     * later engine, leaving its stream running, will keep. */
+    /* The engine queues the result and goes on (hvd/execute.c): stream
+     * runs after it, and the host waits for nothing. */
     if (status == HVD_OK)
         status = ring_dev()->stream_wait(stream, handle->done_ev);
     hvd__handle_release(handle);

@@ -7,12 +7,15 @@
  * device fusion buffer by one batched copy on the engine's stream,
  * reduced there in place by ring (which stages device memory through
  * pinned host memory), and unpacked by one batched copy; a tensor alone
- * goes to ring where it lies. ring's staged calls run on ring's own
- * streams and return once their copies are done, so the engine's stream
- * is synchronised before each ring call reads what it queued, and before
- * the handles complete: hvd_wait returns with the result in device
- * memory. A request from a stream variant carries an event recorded on
- * the caller's stream, waited for before the tensor is read.
+ * goes to ring where it lies. ring's calls run on ring's own streams and
+ * return once their copies are done, so the engine's stream is
+ * synchronised before each ring call reads what it queued. A request from
+ * a stream variant carries two events: one recorded on the caller's
+ * stream, waited for before the tensor is read, and one the engine
+ * records after the unpack, which its caller waits for (hvd_wait_stream
+ * on the device, hvd_wait on the host); the engine waits for its stream
+ * before completing only a group with other requests, whose hvd_wait
+ * returns with the result in device memory.
  *
  * The context (ring_ctx_t, over hvd__ring_comm) owns what the collectives
  * need across calls, the shared window within a node and the
@@ -95,6 +98,8 @@ void hvd__execute_thread_end(void)
 {
     const ring_dev_t *dev = ring_dev();
     if (!dev) return;
+    /* A stream variant's unpack may still read it (hvd__dev_finish). */
+    if (hvd__dev.stream) dev->stream_sync(hvd__dev.stream);
     /* The other ranks close it before it goes (every rank ends here). */
     if (hvd__dev.fusion) ring_ctx_register(hvd__ctx, NULL, 0);
     dev->release(hvd__dev.fusion);
@@ -255,15 +260,22 @@ out:
 }
 
 /* After the results are queued on the engine's stream: marks them for
- * hvd_wait_stream, and waits for them, so that completion means the
- * results are in device memory. */
+ * the stream variants, whose callers wait for the mark (hvd_wait_stream
+ * on their stream, hvd_wait on the host), and goes on without waiting for
+ * the device; a group with a request of another variant is waited for
+ * here, so that its completion means the result is in device memory. On
+ * a GPU that the node's ranks share, each wait is a turn of every process
+ * on it: the training step's allreduces are all stream variants. */
 static int hvd__dev_finish(const ring_dev_t *dev, hvd_handle_t *hs, int n)
 {
-    int status = HVD_OK;
-    for (int i = 0; i < n; i++)
+    int status = HVD_OK, plain = 0;
+    for (int i = 0; i < n; i++) {
         if (hs[i] && hs[i]->done_ev)
             HVD_CHECK_DEV(dev->event_record(hs[i]->done_ev, hvd__dev.stream));
-    HVD_CHECK_DEV(dev->stream_sync(hvd__dev.stream));
+        else if (hs[i])
+            plain = 1;
+    }
+    if (plain) HVD_CHECK_DEV(dev->stream_sync(hvd__dev.stream));
 out:
     return status;
 }
@@ -313,6 +325,8 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
          * with ring together: the node's ranks then reduce it where it
          * lies (ring_ctx_allreduce_registered). */
         HVD_CHECK_DEV(ring_ctx_register(hvd__ctx, NULL, 0));
+        /* The last group's unpack may still read it (hvd__dev_finish). */
+        HVD_CHECK_DEV(dev->stream_sync(hvd__dev.stream));
         HVD_CHECK_DEV(hvd__dev_grow(dev, &hvd__dev.fusion,
                                     &hvd__dev.fusion_cap, want));
         HVD_CHECK_DEV(ring_ctx_register(hvd__ctx, hvd__dev.fusion,

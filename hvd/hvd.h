@@ -124,15 +124,19 @@ int hvd_broadcast_async_stream(void *buf, size_t count, hvd_dtype_t dtype,
 int hvd_allgather(const void *sendbuf, size_t count, void *recvbuf,
                   hvd_dtype_t dtype, const char *name);
 
-int hvd_wait(hvd_handle_t handle); /* the collective's status; frees handle */
-/* For a handle of a stream variant: waits for the collective as hvd_wait
- * does (the engine's collective is a host call), then makes `stream` wait
- * for the result: work queued on stream after this call sees it, without
- * the host waiting for anything already on stream. The status; frees the
- * handle. HVD_ERR_ARG (handle not freed: hvd_wait it) for a NULL stream
- * or a handle from another variant. */
+/* The collective's status, once its result is in memory (device memory
+ * too); frees handle. */
+int hvd_wait(hvd_handle_t handle);
+/* For a handle of a stream variant: waits for the engine's part of the
+ * collective (a host call), then makes `stream` wait for the result, which
+ * the engine may have left queued on its own stream: work queued on
+ * stream after this call sees it, and the host waits for neither. The
+ * status; frees the handle. HVD_ERR_ARG (handle not freed: hvd_wait it)
+ * for a NULL stream or a handle from another variant. */
 int hvd_wait_stream(hvd_handle_t handle, struct ring_stream *stream);
-/* 1 done, 0 not yet, <0 done with that error; hvd_wait still frees it. */
+/* 1 done, 0 not yet, <0 done with that error; hvd_wait still frees it.
+ * A stream variant's result may still be queued when this says done:
+ * read it after hvd_wait or hvd_wait_stream. */
 int hvd_poll(hvd_handle_t handle);
 int hvd_barrier(void);
 /* This rank has no more batches: it takes part in the others' collectives

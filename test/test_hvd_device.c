@@ -11,8 +11,9 @@
  *     MEMCPY_IN_FUSION_BUFFER events (execute.c's device fusion);
  *   - the stream variant: the input is copied up on the caller's stream
  *     and submitted without synchronising, the result copied back on the
- *     same stream after hvd_wait_stream (under delay:SEED a missing wait
- *     on either side reads stale data);
+ *     same stream after hvd_wait_stream, or after hvd_wait, which waits
+ *     on the host for the result the engine left queued (under delay:SEED
+ *     a missing wait on either side reads stale data);
  *   - broadcast (plain and stream) and allgather of device tensors;
  *   - one name on the device on rank 0 and on the host elsewhere:
  *     HVD_ERR_MISMATCH on every rank, saying so, then a good allreduce;
@@ -40,6 +41,9 @@
 static int rank, size;
 static const ring_dev_t *dev;
 static ring_stream_t *stream; /* the caller's ("compute") stream */
+/* The emulated device in delay mode: its memory is host memory that the
+ * host may read (in guard mode, and on a GPU, it faults). */
+static int host_reads;
 
 /* ---- device memory, reached only through the device's copies ---- */
 
@@ -140,7 +144,9 @@ static void test_orders(int round)
 
 /* ---- the stream variant ---- */
 
-static void test_stream(void)
+/* Four tensors submitted on stream, completed by hvd_wait_stream, or
+ * (on_host) by hvd_wait. */
+static void test_stream(int on_host)
 {
     enum { N = 4 };
     static const size_t scounts[N] = {5, 300, 2000, 80000};
@@ -158,18 +164,35 @@ static void test_stream(void)
             TEST_EQ(dev->zero(d[t], scounts[t] * sizeof(float), stream),
                     RING_OK);
         dev_copy(d[t], x[t], scounts[t], 1);
-        snprintf(name, sizeof name, "stream.t%d", t);
+    }
+    /* Back to back, so that they fuse, and the waits below begin while
+     * the engine waits for the stream. */
+    for (int t = 0; t < N; t++) {
+        snprintf(name, sizeof name, "stream%s.t%d", on_host ? ".host" : "",
+                 t);
         TEST_EQ(hvd_allreduce_async_stream(d[t], d[t], scounts[t],
                                            HVD_FLOAT32, HVD_SUM, name,
                                            stream, &h[t]), HVD_OK);
     }
+    /* The engine may leave the result queued on its stream: hvd_wait waits
+     * for it on the host, hvd_wait_stream orders stream after it (so that
+     * stream's sync waits for it). Where the host can read the memory it
+     * does so at once, so that a missing wait reads stale data every time,
+     * not only when an emulated copy wins a race; else through stream. */
     for (int t = 0; t < N; t++) {
-        TEST_EQ(hvd_wait_stream(h[t], stream), HVD_OK);
-        dev_copy(x[t], d[t], scounts[t], 1); /* after the result, on stream */
+        TEST_EQ(on_host ? hvd_wait(h[t]) : hvd_wait_stream(h[t], stream),
+                HVD_OK);
+        if (!host_reads) {
+            dev_copy(x[t], d[t], scounts[t], 1);
+            continue;
+        }
+        if (!on_host) TEST_EQ(dev->stream_sync(stream), RING_OK);
+        memcpy(x[t], d[t], scounts[t] * sizeof(float));
     }
     TEST_EQ(dev->stream_sync(stream), RING_OK);
     for (int t = 0; t < N; t++) {
-        expect_sum("stream", x[t], 10 + t, scounts[t], size);
+        expect_sum(on_host ? "stream, hvd_wait" : "stream", x[t], 10 + t,
+                   scounts[t], size);
         dev->release(d[t]);
         free(x[t]);
     }
@@ -361,8 +384,10 @@ static void check_timeline(const char *path)
 int main(int argc, char **argv)
 {
     for (int i = 1; i + 1 < argc; i += 2)
-        if (strcmp(argv[i], "--emulate") == 0)
+        if (strcmp(argv[i], "--emulate") == 0) {
             setenv("HVD_DEVICE_EMULATE", argv[i + 1], 1);
+            host_reads = strncmp(argv[i + 1], "delay", 5) == 0;
+        }
     dev = ring_dev();
     if (!dev) TEST_SKIP("no device: neither a GPU nor HVD_DEVICE_EMULATE");
     /* Only rank 0 writes the timeline; each rank names a file of its own,
@@ -378,7 +403,8 @@ int main(int argc, char **argv)
     if (dev->stream_create(&stream) != RING_OK) return TEST_HARD_ERROR;
 
     for (int round = 0; round < 3; round++) test_orders(round);
-    test_stream();
+    test_stream(0);
+    test_stream(1);
     test_broadcast_allgather();
     test_mismatch();
     test_bad_input();
