@@ -18,6 +18,8 @@
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(ring_ipc_handle_t),
                "ring_ipc_handle_t must hold a cudaIpcMemHandle_t");
+_Static_assert(sizeof(cudaIpcEventHandle_t) <= sizeof(ring_ipc_handle_t),
+               "ring_ipc_handle_t must hold a cudaIpcEventHandle_t");
 
 void ring__log_cuda_error(int err, const char *call, const char *file,
                           int line)
@@ -299,6 +301,38 @@ out:
     return status;
 }
 
+static int ring__cuda_ipc_event_create(ring_event_t **e, ring_ipc_handle_t *h)
+{
+    int status = RING_OK;
+    cudaEvent_t ce = NULL;
+    cudaIpcEventHandle_t ch;
+    *e = NULL;
+    memset(h, 0, sizeof *h);
+    RING_CHECK_CUDA(cudaEventCreateWithFlags(
+        &ce, cudaEventDisableTiming | cudaEventInterprocess));
+    RING_CHECK_CUDA(cudaIpcGetEventHandle(&ch, ce));
+    memcpy(h->bytes, &ch, sizeof ch);
+    *e = (ring_event_t *)(void *)ce;
+    ce = NULL;
+out:
+    if (ce) (void)cudaEventDestroy(ce);
+    return status;
+}
+
+static int ring__cuda_ipc_event_open(const ring_ipc_handle_t *h,
+                                     ring_event_t **e)
+{
+    int status = RING_OK;
+    cudaIpcEventHandle_t ch;
+    cudaEvent_t ce = NULL;
+    *e = NULL;
+    memcpy(&ch, h->bytes, sizeof ch);
+    RING_CHECK_CUDA(cudaIpcOpenEventHandle(&ce, ch));
+    *e = (ring_event_t *)(void *)ce;
+out:
+    return status;
+}
+
 const ring_dev_t ring__dev_cuda = {
     .name = "cuda",
     .alloc = ring__cuda_alloc,
@@ -327,4 +361,6 @@ const ring_dev_t ring__dev_cuda = {
     .ipc_export = ring__cuda_ipc_export,
     .ipc_open = ring__cuda_ipc_open,
     .ipc_close = ring__cuda_ipc_close,
+    .ipc_event_create = ring__cuda_ipc_event_create,
+    .ipc_event_open = ring__cuda_ipc_event_open,
 };

@@ -9,7 +9,9 @@
  *            memory. One device, ordinal 0.
  *   streams  a worker thread each, running its queue in order; events are
  *            (stream, count of operations queued) pairs, done when the
- *            stream has completed that many.
+ *            stream has completed that many; an interprocess event counts
+ *            its records and the last one through in a page the node's
+ *            processes share (ipc_event_*), polled by waits.
  *   kernels  the host bodies of the CUDA kernels: ring__reduce_host* for
  *            the reductions (the same arithmetic, ring/reduce_op.h) and
  *            ring/copy_batch.h's body run over the whole grid.
@@ -31,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,9 +71,22 @@ struct ring_stream {
     uint64_t rng;        /* delay mode; the worker's alone */
 };
 
-/* Recorded as (stream id, operations queued then); id 0: never. */
+/* An interprocess event's records, in a memfd page that the node's
+ * processes map: records counts the record calls, done is the highest of
+ * them whose work is through. */
+typedef struct {
+    _Atomic uint64_t records, done;
+} emu_shared_event_t;
+
+/* Recorded as (stream id, operations queued then); id 0: never. An
+ * interprocess event (shared) is recorded in its page instead, and lives
+ * until its last user is gone: the handle, and the operations queued on
+ * it (refs). */
 struct ring_event {
     uint64_t stream_id, seq;
+    emu_shared_event_t *shared;
+    int fd; /* shared's memfd, for ipc_event_create's handle; else -1 */
+    int refs;
 };
 
 static struct {
@@ -270,6 +286,9 @@ struct emu_op {
     ring_copy_t *copies; /* copy_batch's, copied at enqueue */
     size_t ncopies;
     ring_event_t wait; /* stream_wait's event, as recorded then */
+    ring_event_t *shared; /* an interprocess event's, held (refs), and
+                             the record it signals or waits for */
+    uint64_t record;
     size_t nuses;
     struct {
         const void *p;
@@ -287,8 +306,11 @@ static emu_op_t *emu_op_new(const char *func, size_t nuses)
     return op;
 }
 
+static void emu_event_unref(ring_event_t *e);
+
 static void emu_op_free(emu_op_t *op)
 {
+    if (op->shared) emu_event_unref(op->shared);
     free(op->copies);
     free(op);
 }
@@ -475,15 +497,69 @@ static int emu_event_done(const ring_event_t *e)
 static int emu_event_create(ring_event_t **e)
 {
     *e = calloc(1, sizeof(**e));
-    if (*e) return RING_OK;
-    ring__log("event_create: out of memory");
-    return RING_ERR_NOMEM;
+    if (!*e) {
+        ring__log("event_create: out of memory");
+        return RING_ERR_NOMEM;
+    }
+    (*e)->fd = -1;
+    (*e)->refs = 1;
+    return RING_OK;
 }
 
+/* Drops a user of e; the last frees it. */
+static void emu_event_unref(ring_event_t *e)
+{
+    pthread_mutex_lock(&emu.lock);
+    int last = --e->refs == 0;
+    pthread_mutex_unlock(&emu.lock);
+    if (!last) return;
+    if (e->shared) munmap(e->shared, sizeof(*e->shared));
+    if (e->fd >= 0) close(e->fd);
+    free(e);
+}
+
+/* CUDA's destroy returns at once, and the work waiting for it still
+ * runs: queued operations hold an interprocess event until they ran. */
 static int emu_event_destroy(ring_event_t *e)
 {
-    free(e);
+    if (e) emu_event_unref(e);
     return RING_OK;
+}
+
+/* Until shared's record `record` is through: another process's stream
+ * signals it, so nothing here is woken, and this looks every 20 us. */
+static void emu_wait_shared(const emu_shared_event_t *shared, uint64_t record)
+{
+    struct timespec t = {0, 20 * 1000};
+    while (atomic_load_explicit(&shared->done, memory_order_acquire) < record)
+        nanosleep(&t, NULL);
+}
+
+static void emu_run_signal(emu_op_t *op)
+{
+    emu_shared_event_t *sh = op->shared->shared;
+    uint64_t done = atomic_load_explicit(&sh->done, memory_order_relaxed);
+    while (done < op->record &&
+           !atomic_compare_exchange_weak_explicit(&sh->done, &done,
+                                                  op->record,
+                                                  memory_order_release,
+                                                  memory_order_relaxed))
+        ;
+}
+
+/* An operation holding the interprocess event e; NULL when out of
+ * memory. */
+static emu_op_t *emu_shared_op(const char *func, ring_event_t *e,
+                               void (*run)(emu_op_t *))
+{
+    emu_op_t *op = emu_op_new(func, 0);
+    if (!op) return NULL;
+    op->run = run;
+    pthread_mutex_lock(&emu.lock);
+    e->refs++;
+    pthread_mutex_unlock(&emu.lock);
+    op->shared = e;
+    return op;
 }
 
 static int emu_event_record(ring_event_t *e, ring_stream_t *s)
@@ -491,6 +567,11 @@ static int emu_event_record(ring_event_t *e, ring_stream_t *s)
     if (!e || !s) {
         ring__log("event_record: no %s", e ? "stream" : "event");
         return RING_ERR_ARG;
+    }
+    if (e->shared) {
+        emu_op_t *op = emu_shared_op("event_record", e, emu_run_signal);
+        if (op) op->record = atomic_fetch_add(&e->shared->records, 1) + 1;
+        return emu_enqueue("event_record", s, op);
     }
     pthread_mutex_lock(&emu.lock);
     e->stream_id = s->id;
@@ -511,6 +592,10 @@ static int emu_event_sync(ring_event_t *e)
         ring__log("event_sync: no event");
         return RING_ERR_ARG;
     }
+    if (e->shared) {
+        emu_wait_shared(e->shared, atomic_load(&e->shared->records));
+        return RING_OK;
+    }
     pthread_mutex_lock(&emu.lock);
     emu_wait_locked(e);
     pthread_mutex_unlock(&emu.lock);
@@ -523,6 +608,11 @@ static int emu_event_query(ring_event_t *e, int *done)
         ring__log("event_query: no event");
         return RING_ERR_ARG;
     }
+    if (e->shared) {
+        *done = atomic_load(&e->shared->done) >=
+                atomic_load(&e->shared->records);
+        return RING_OK;
+    }
     pthread_mutex_lock(&emu.lock);
     *done = emu_event_done(e);
     pthread_mutex_unlock(&emu.lock);
@@ -531,6 +621,10 @@ static int emu_event_query(ring_event_t *e, int *done)
 
 static void emu_run_wait(emu_op_t *op)
 {
+    if (op->shared) {
+        emu_wait_shared(op->shared->shared, op->record);
+        return;
+    }
     pthread_mutex_lock(&emu.lock);
     emu_wait_locked(&op->wait);
     pthread_mutex_unlock(&emu.lock);
@@ -542,11 +636,17 @@ static int emu_stream_wait(ring_stream_t *s, ring_event_t *e)
         ring__log("stream_wait: no event");
         return RING_ERR_ARG;
     }
+    /* The record as of now, as cudaStreamWaitEvent. */
+    if (e->shared) {
+        emu_op_t *op = emu_shared_op("stream_wait", e, emu_run_wait);
+        if (op) op->record = atomic_load(&e->shared->records);
+        return emu_enqueue("stream_wait", s, op);
+    }
     emu_op_t *op = emu_op_new("stream_wait", 0);
     if (op) {
         op->run = emu_run_wait;
         pthread_mutex_lock(&emu.lock);
-        op->wait = *e; /* the record as of now, as cudaStreamWaitEvent */
+        op->wait = *e;
         pthread_mutex_unlock(&emu.lock);
     }
     return emu_enqueue("stream_wait", s, op);
@@ -872,6 +972,79 @@ static int emu_ipc_close(void *p)
     return emu_unmap("ipc_close", p, 1);
 }
 
+/* An interprocess event: its records in a memfd page (emu_shared_event_t),
+ * handed over as memory is. */
+enum { EMU_IPC_EVENT_MAGIC = 0x68766576 }; /* "hvev" */
+
+/* e over fd's page, mapped here; fd stays open when keep_fd. */
+static int emu_event_map(const char *func, int fd, int keep_fd,
+                         ring_event_t **e)
+{
+    void *page = mmap(NULL, sizeof(emu_shared_event_t),
+                      PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (page == MAP_FAILED) {
+        ring__log("%s: mmap: %s", func, strerror(errno));
+        return RING_ERR_NOMEM;
+    }
+    int status = emu_event_create(e);
+    if (status != RING_OK) {
+        munmap(page, sizeof(emu_shared_event_t));
+        return status;
+    }
+    (*e)->shared = page;
+    (*e)->fd = keep_fd ? fd : -1;
+    return RING_OK;
+}
+
+static int emu_ipc_event_create(ring_event_t **e, ring_ipc_handle_t *h)
+{
+    *e = NULL;
+    memset(h, 0, sizeof(*h));
+    int fd = memfd_create("hvd-emulated-event", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, sizeof(emu_shared_event_t)) != 0) {
+        ring__log("ipc_event_create: %s: %s",
+                  fd < 0 ? "memfd_create" : "ftruncate", strerror(errno));
+        if (fd >= 0) close(fd);
+        return RING_ERR_NOMEM;
+    }
+    int status = emu_event_map("ipc_event_create", fd, 1, e);
+    if (status != RING_OK) {
+        close(fd);
+        return status;
+    }
+    emu_ipc_t ipc = {.magic = EMU_IPC_EVENT_MAGIC,
+                     .nbytes = sizeof(emu_shared_event_t),
+                     .pid = (int32_t)getpid(), .fd = fd};
+    memcpy(h->bytes, &ipc, sizeof(ipc));
+    return RING_OK;
+}
+
+static int emu_ipc_event_open(const ring_ipc_handle_t *h, ring_event_t **e)
+{
+    emu_ipc_t ipc;
+    char path[64];
+    *e = NULL;
+    memcpy(&ipc, h->bytes, sizeof(ipc));
+    if (ipc.magic != EMU_IPC_EVENT_MAGIC || ipc.pid == (int32_t)getpid()) {
+        ring__log("ipc_event_open: %s",
+                  ipc.magic != EMU_IPC_EVENT_MAGIC
+                      ? "not a handle from ipc_event_create"
+                      : "a handle of this process's own");
+        return RING_ERR_ARG;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)ipc.pid, (int)ipc.fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        ring__log("ipc_event_open: %s: %s (is the exporting process alive, "
+                  "and on this node?)",
+                  path, strerror(errno));
+        return RING_ERR_CUDA;
+    }
+    int status = emu_event_map("ipc_event_open", fd, 0, e);
+    close(fd); /* the mapping keeps the page */
+    return status;
+}
+
 const ring_dev_t ring__dev_emulated = {
     .name = "emulated",
     .alloc = emu_alloc,
@@ -900,4 +1073,6 @@ const ring_dev_t ring__dev_emulated = {
     .ipc_export = emu_ipc_export,
     .ipc_open = emu_ipc_open,
     .ipc_close = emu_ipc_close,
+    .ipc_event_create = emu_ipc_event_create,
+    .ipc_event_open = emu_ipc_event_open,
 };

@@ -179,6 +179,13 @@ typedef struct {
     int (*ipc_export)(void *p, ring_ipc_handle_t *h);
     int (*ipc_open)(const ring_ipc_handle_t *h, void **p);
     int (*ipc_close)(void *p);
+    /* An event that the node's other processes can wait for on their
+     * streams (cudaEventInterprocess), made with its handle, or opened from
+     * one; either is recorded, waited for and destroyed (event_destroy) as
+     * any event. A wait on an opened event waits for the exporter's last
+     * record before the wait was queued. */
+    int (*ipc_event_create)(ring_event_t **e, ring_ipc_handle_t *h);
+    int (*ipc_event_open)(const ring_ipc_handle_t *h, ring_event_t **e);
 } ring_dev_t;
 
 enum { RING_DEV_MAX_INPUTS = 16 };

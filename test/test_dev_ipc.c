@@ -7,10 +7,18 @@
  * and writes its own pattern into its slot of the peer's second part;
  * then each owner finds every peer's pattern in its slots. Writes through
  * a mapping must reach the owner: the memory is shared, not copied.
+ *
+ * Then interprocess events, two rounds: each owner queues a new pattern
+ * into its memory behind other work and records its event; once told
+ * (a barrier), each peer's stream waits for that event and copies the
+ * pattern out. Under delay the pattern lands milliseconds after the
+ * record, so a wait that does not hold reads the old one; the second
+ * round records the event again, and the wait must see the new record.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "ring/dev.h"
 #include "test/test.h"
@@ -50,6 +58,51 @@ static void check_pattern(const int32_t *buf, int rank, const char *what)
             return;
         }
     }
+}
+
+/* Interprocess events (see the top): mem is this rank's allocation,
+ * peer[r] rank r's opened here. */
+static void test_events(const ring_dev_t *dev, ring_stream_t *s, char *mem,
+                        void **peer, int rank, int size)
+{
+    size_t slot_bytes = COUNT * sizeof(int32_t);
+    int32_t *host = malloc(slot_bytes), *back = malloc(slot_bytes);
+    ring_ipc_handle_t own, *all = malloc((size_t)size * sizeof(*all));
+    ring_event_t **ev = calloc((size_t)size, sizeof(*ev));
+    DEV_OK(dev->ipc_event_create(&ev[rank], &own));
+    TEST_EQ(dev->ipc_event_open(&own, &ev[(rank + 1) % size]), RING_ERR_ARG);
+    ring_ipc_handle_t memory;
+    DEV_OK(dev->ipc_export(mem, &memory));
+    TEST_EQ(dev->ipc_event_open(&memory, &ev[(rank + 1) % size]),
+            RING_ERR_ARG);
+    MPI_CHECK(MPI_Allgather(&own, sizeof(own), MPI_BYTE, all, sizeof(own),
+                            MPI_BYTE, MPI_COMM_WORLD));
+    for (int r = 0; r < size; r++)
+        if (r != rank) DEV_OK(dev->ipc_event_open(&all[r], &ev[r]));
+    for (int round = 1; round <= 2; round++) {
+        pattern(host, rank + 100 * round);
+        for (int k = 0; k < 40; k++) DEV_OK(dev->zero(mem, slot_bytes, s));
+        DEV_OK(dev->copy(mem, host, slot_bytes, s));
+        DEV_OK(dev->event_record(ev[rank], s));
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); /* every event recorded */
+        for (int r = 0; r < size; r++) {
+            if (r == rank || !peer[r] || !ev[r]) continue;
+            DEV_OK(dev->stream_wait(s, ev[r]));
+            DEV_OK(dev->copy(back, peer[r], slot_bytes, s));
+            DEV_OK(dev->stream_sync(s));
+            check_pattern(back, r + 100 * round, "behind a peer's event");
+        }
+        int done = 0;
+        DEV_OK(dev->event_sync(ev[(rank + 1) % size]));
+        DEV_OK(dev->event_query(ev[(rank + 1) % size], &done));
+        TEST_EQ(done, 1);
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); /* read before rewritten */
+    }
+    for (int r = 0; r < size; r++) DEV_OK(dev->event_destroy(ev[r]));
+    free(ev);
+    free(all);
+    free(back);
+    free(host);
 }
 
 int main(int argc, char **argv)
@@ -110,6 +163,7 @@ int main(int argc, char **argv)
         if (r != rank)
             check_pattern(back + (size_t)(1 + r) * COUNT, r,
                           "written by a peer");
+    test_events(dev, s, mem, peer, rank, size);
     for (int r = 0; r < size; r++) {
         if (r == rank || !peer[r]) continue;
         DEV_OK(dev->ipc_close(peer[r]));
