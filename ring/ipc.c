@@ -5,51 +5,66 @@
  * Each rank allocates a device slab once (the first device allreduce of a
  * context that has a shared window), exports it, and opens every other
  * rank's (cudaIpcOpenMemHandle; on the emulated device a memfd mapped from
- * /proc). That works for ranks on different GPUs with peer access and for
- * ranks sharing one GPU. Where it fails on any rank, every rank stages
- * instead (ring/staged.c), logged once.
+ * /proc); likewise two interprocess events of its own, "posted" and
+ * "reduced". That works for ranks on different GPUs with peer access and
+ * for ranks sharing one GPU. Where it fails on any rank, every rank
+ * stages instead (ring/staged.c), logged once.
  *
  * A call runs in chunks of half a slab (HVD_RING_IPC_BYTES / 2); chunk g
  * (counted since the slab was made) lives in half g % 2 and is cut into N
- * blocks as the ring cuts them, rank r owning block r. Each rank, on its
- * stream, takes turns:
- *   turn g: gathers chunk g - 1 (once each owner has reduced its block,
- *      copies it from the owner's half into recvbuf) and copies chunk g
- *      of its input into its half; one stream sync for both; then
- *      publishes "released g - 1" and "posted g";
- *   reduce g: once every rank has posted g, reduces block r of chunk g,
- *      every rank's half in rank order, in one kernel (reduce_n: the
- *      shared window's order and arithmetic, so the result is bitwise the
- *      host path's), into its own half, where nobody else reads block r;
- *      syncs, publishes "reduced g";
- * and a last turn gathers the last chunk. Two stream syncs a chunk, no
- * segments: on ranks that share a GPU each sync and each wait on another
- * rank is a turn of every process on the GPU, which costs more than the
- * overlap segments would buy (bench/README.md: 1 MiB segments ran 64 MiB
- * at 7 GB/s on an H100). Turn g writes the half that chunk g - 2 used,
- * and needs no wait for it: every rank posted g - 1 only after it had
- * gathered g - 2 (the same sync), and this rank waited for those posts
- * before it reduced g - 1.
+ * blocks as the ring cuts them, rank r owning block r. Each rank queues,
+ * on its stream, without waiting for the device:
+ *   turn g: the gather of chunk g - 1 (once each owner says it reduced
+ *      its block, a wait for the owner's "reduced" event, then a copy
+ *      from the owner's half into recvbuf), and chunk g of its input
+ *      copied into its half; then records its "posted" event and
+ *      publishes "posted g";
+ *   reduce g: once every rank has published posted g, a wait for each
+ *      one's event, then block r of chunk g reduced, every rank's half in
+ *      rank order, in one kernel (reduce_n: the shared window's order and
+ *      arithmetic, so the result is bitwise the host path's), into its own
+ *      half, where nobody else reads block r; records its "reduced" event,
+ *      publishes "reduced g";
+ * and a last turn queues the gather of the last chunk, syncs its stream,
+ * and publishes "released". One stream sync a call, whatever its chunks:
+ * the ranks' streams wait for each other on the device, and the host
+ * waits once. On ranks that share a GPU each sync, and each wait of a
+ * host on another rank's work, is a turn of every process on the GPU
+ * (bench/README.md: with two syncs a chunk, a 1 MiB allreduce took about
+ * 0.4 ms on an H100 whatever its size). Turn g writes the half that chunk
+ * g - 2 used, and needs no wait for it: every rank recorded posted g - 1
+ * behind its gather of g - 2, and this rank's stream waited for those
+ * events before it reduced g - 1, ahead of turn g.
+ *
+ * A wait for an event waits for its last record before the wait was
+ * queued (cudaStreamWaitEvent), and each rank records its events again
+ * every chunk; a rank queues its wait for another's chunk g record
+ * before that rank can record the next one: rank r records posted g + 1
+ * only after it saw this rank's "reduced g", published after this rank
+ * queued its waits for posted g; and records reduced g + 1 only after
+ * this rank's "posted g + 1", published after its gather of g was queued.
  *
  * The ranks tell each other through ring/ctl.h's counters, in a small
  * shared window of their own (ring/shm.c's): posted, reduced, released,
- * counting chunks, each only ever growing. Ordering: a rank's copies and
- * kernels are done when its stream sync returns, and the device's writes
- * are then visible to the other processes' device work; the rank then
- * stores the counter with release order, and a reader loads it with
- * acquire order before it queues any work that reads that memory.
+ * counting chunks, each only ever growing. Ordering: a rank records its
+ * event, then stores the counter with release order; a reader loads it
+ * with acquire order, then queues its wait for the event, then the work
+ * that reads that memory.
  *
- * Worked example, N = 2, one chunk, half 0, counters at 0. Rank 0 copies
- * its input into half 0 of slab 0, syncs, posted0 = 1; rank 1 the same
- * into slab 1, posted1 = 1. Rank 0 sees posted1 >= 1, reduces block 0
- * from slab 0 and slab 1 into slab 0, syncs, reduced0 = 1. Rank 1 reduces
- * block 1 into slab 1, reduced1 = 1. Rank 0 sees reduced1 >= 1 and copies
- * block 1 from slab 1 (and block 0 from its own slab) into its recvbuf,
- * syncs, released0 = 1; rank 1 likewise. Block 1 of slab 1 was written by
- * rank 1's kernel, which had finished before reduced1 = 1, and is read by
- * rank 0 only after it saw that. The next chunk uses half 1; the one
- * after, half 0 again, which rank 1 no longer reads: it posted in half 1
- * only after it was done with half 0.
+ * Worked example, N = 2, one chunk, half 0, counters at 0. Rank 0 queues
+ * its input's copy into half 0 of slab 0, records posted_ev0, posted0 =
+ * 1; rank 1 the same into slab 1, posted1 = 1. Rank 0 sees posted1 >= 1,
+ * queues a wait for posted_ev1 and the reduction of block 0 from slab 0
+ * and slab 1 into slab 0, records reduced_ev0, reduced0 = 1. Rank 1
+ * reduces block 1 into slab 1, reduced1 = 1. Rank 0 sees reduced1 >= 1,
+ * queues a wait for reduced_ev1 and the copy of block 1 from slab 1 (and
+ * block 0 from its own slab) into its recvbuf, syncs, released0 = 1; rank
+ * 1 likewise. Block 1 of slab 1 is written by rank 1's kernel, which runs
+ * before reduced_ev1's record, and read by rank 0's copy, which runs after
+ * it. The next chunk uses half 1; the one after, half 0 again, which rank
+ * 1 no longer reads: rank 0's stream waited, before it reduced chunk 1,
+ * for rank 1's posted_ev of chunk 1, recorded behind rank 1's gather of
+ * chunk 0.
  *
  * A registered buffer (ring_ctx_register: hvd's device fusion buffer) is
  * exported and opened the same way, once, and reduced where it lies: no
@@ -63,7 +78,8 @@
  *
  * Across nodes (hierarchical), rank r's block of a chunk is reduced over
  * the node, then allreduced with the ranks of index r on the other nodes
- * (a staged context over ctx->cross), and only then published as reduced:
+ * (a staged context over ctx->cross, after a sync: MPI reads the block
+ * from the host's side), and only then published as reduced:
  * as shm.c's hierarchical stage does, so the result is its own. An
  * AVERAGE is summed in both stages and divided once.
  */
@@ -90,6 +106,8 @@ struct ring__ipc {
     int nranks;             /* every node's ranks together */
     ring_shm_t *flags;      /* the counters' window */
     ring__ctl_t **ctl;      /* every rank's counters */
+    ring_event_t **posted_ev;  /* every rank's, recorded with "posted" */
+    ring_event_t **reduced_ev; /* every rank's, recorded with "reduced" */
 };
 
 /* Closes the others' registered buffers (ours is the caller's). */
@@ -109,6 +127,12 @@ void ring__ipc_free(ring__ipc_t **ipcp)
     /* Nobody may still read a slab we close or free. */
     if (ipc->comm != MPI_COMM_NULL) MPI_Barrier(ipc->comm);
     ring__ipc_unregister(ipc);
+    for (int r = 0; ipc->posted_ev && r < ipc->size; r++) {
+        ipc->dev->event_destroy(ipc->posted_ev[r]);
+        ipc->dev->event_destroy(ipc->reduced_ev[r]);
+    }
+    free(ipc->posted_ev);
+    free(ipc->reduced_ev);
     for (int r = 0; ipc->slabs && r < ipc->size; r++) {
         if (!ipc->slabs[r]) continue;
         if (r == ipc->rank)
@@ -160,8 +184,42 @@ static int ring__ipc_all(ring__ipc_t *ipc, int ok, int *all_ok)
                : RING_ERR_MPI;
 }
 
-/* This rank's part of making the window: its slab, exported, and the
- * others' opened. RING_OK, or the first failure (logged). */
+/* Collective: this rank's two interprocess events made, their handles
+ * exchanged, and the others' opened (status: this rank's failure so far,
+ * which it still takes part with). RING_OK, or this rank's first
+ * failure (logged). */
+static int ring__ipc_events(ring__ipc_t *ipc, int status)
+{
+    ring_ipc_handle_t own[2] = {{{0}}};
+    ring_ipc_handle_t *all = calloc(2 * (size_t)ipc->size, sizeof *all);
+    ipc->posted_ev = calloc((size_t)ipc->size, sizeof *ipc->posted_ev);
+    ipc->reduced_ev = calloc((size_t)ipc->size, sizeof *ipc->reduced_ev);
+    int mine = ipc->rank;
+    if (status == RING_OK && (!all || !ipc->posted_ev || !ipc->reduced_ev))
+        status = RING_ERR_NOMEM;
+    if (status == RING_OK)
+        status = ipc->dev->ipc_event_create(&ipc->posted_ev[mine], &own[0]);
+    if (status == RING_OK)
+        status = ipc->dev->ipc_event_create(&ipc->reduced_ev[mine], &own[1]);
+    /* The others wait for our handles whatever happened here. */
+    if (MPI_Allgather(own, sizeof own, MPI_BYTE,
+                      all ? (void *)all : (void *)own, all ? sizeof own : 0,
+                      MPI_BYTE, ipc->comm) != MPI_SUCCESS)
+        status = RING_ERR_MPI;
+    for (int r = 0; status == RING_OK && r < ipc->size; r++) {
+        if (r == mine) continue;
+        status = ipc->dev->ipc_event_open(&all[2 * r], &ipc->posted_ev[r]);
+        if (status == RING_OK)
+            status = ipc->dev->ipc_event_open(&all[2 * r + 1],
+                                              &ipc->reduced_ev[r]);
+    }
+    free(all);
+    return status;
+}
+
+/* This rank's part of making the window: its slab and its events,
+ * exported, and the others' opened. RING_OK, or the first failure
+ * (logged). */
 static int ring__ipc_open(ring__ipc_t *ipc)
 {
     int status = RING_OK;
@@ -173,7 +231,7 @@ static int ring__ipc_open(ring__ipc_t *ipc)
         status = ipc->dev->alloc((void **)&slab, 2 * ipc->half_bytes);
     status = ring__ipc_exchange(ipc, slab, status, ipc->slabs);
     if (!ipc->slabs && slab) ipc->dev->release(slab);
-    return status;
+    return ring__ipc_events(ipc, status);
 }
 
 int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
@@ -266,35 +324,42 @@ static size_t ring__ipc_block(const ring__ipc_t *ipc,
 }
 
 /* Every block of done, once its owner has reduced it, into done's dst (a
- * block already there is skipped); queued, not waited for. */
+ * block already there is skipped): queued behind the owner's event, not
+ * waited for. */
 static int ring__ipc_gather(ring__ipc_t *ipc, const ring__ipc_chunk_t *done)
 {
     int status = RING_OK;
     for (int r = 0; r < ipc->size; r++) {
         size_t len, at = ring__ipc_block(ipc, done, r, &len);
         ring__ctl_wait(&ipc->ctl[r]->reduced, done->g + 1);
-        if (len > 0 && done->bufs[r] + at != done->dst + at)
-            RING_CHECK(ipc->dev->copy(done->dst + at, done->bufs[r] + at,
-                                      len, ipc->stream));
+        if (len == 0 || done->bufs[r] + at == done->dst + at) continue;
+        if (r != ipc->rank)
+            RING_CHECK(ipc->dev->stream_wait(ipc->stream, ipc->reduced_ev[r]));
+        RING_CHECK(ipc->dev->copy(done->dst + at, done->bufs[r] + at, len,
+                                  ipc->stream));
     }
 out:
     return status;
 }
 
-/* A turn between two chunks, one stream sync for both: done's gather
- * (NULL: none before) and next's copy in (NULL: none after), then
- * released = done, posted = next. */
+/* A turn between two chunks: done's gather (NULL: none before) and next's
+ * copy in, posted (its event recorded behind it); or, after the last
+ * chunk (next NULL), the one wait of the call, then released = done. */
 static int ring__ipc_turn(ring__ipc_t *ipc, const ring__ipc_chunk_t *done,
                           const ring__ipc_chunk_t *next)
 {
     int status = RING_OK;
     if (done) RING_CHECK(ring__ipc_gather(ipc, done));
-    if (next && next->src && next->n > 0)
+    if (!next) {
+        RING_CHECK(ipc->dev->stream_sync(ipc->stream));
+        ring__ctl_set(&ipc->ctl[ipc->rank]->released, done->g + 1);
+        goto out;
+    }
+    if (next->src && next->n > 0)
         RING_CHECK(ipc->dev->copy(next->bufs[ipc->rank], next->src,
                                   next->n * next->c->esize, ipc->stream));
-    RING_CHECK(ipc->dev->stream_sync(ipc->stream));
-    if (done) ring__ctl_set(&ipc->ctl[ipc->rank]->released, done->g + 1);
-    if (next) ring__ctl_set(&ipc->ctl[ipc->rank]->posted, next->g + 1);
+    RING_CHECK(ipc->dev->event_record(ipc->posted_ev[ipc->rank], ipc->stream));
+    ring__ctl_set(&ipc->ctl[ipc->rank]->posted, next->g + 1);
 out:
     return status;
 }
@@ -319,9 +384,9 @@ out:
     return status;
 }
 
-/* This rank's block of k, once every rank has posted k: every rank's
- * buffer in rank order, in one kernel, into its own; then published as
- * reduced. */
+/* This rank's block of k, once every rank has posted k (queued behind
+ * their events): every rank's buffer in rank order, in one kernel, into
+ * its own; then published as reduced (its event recorded behind it). */
 static int ring__ipc_reduce(ring__ipc_t *ipc, const ring__ipc_chunk_t *k)
 {
     int status = RING_OK;
@@ -330,8 +395,14 @@ static int ring__ipc_reduce(ring__ipc_t *ipc, const ring__ipc_chunk_t *k)
     size_t len, at = ring__ipc_block(ipc, k, ipc->rank, &len);
     int average = c->op == RING_AVERAGE;
     ring_op_t op = ipc->across && average ? RING_SUM : c->op;
-    ring__ipc_wait_all(ipc, offsetof(ring__ctl_t, posted), k->g + 1);
-    for (int r = 0; r < ipc->size; r++) inputs[r] = k->bufs[r] + at;
+    for (int r = 0; r < ipc->size; r++) {
+        inputs[r] = k->bufs[r] + at;
+        ring__ctl_wait(&ipc->ctl[r]->posted, k->g + 1);
+        /* Even with no block here: this wait is what orders the next
+         * copy into the half after r's reads of it (see the top). */
+        if (r != ipc->rank)
+            RING_CHECK(ipc->dev->stream_wait(ipc->stream, ipc->posted_ev[r]));
+    }
     if (len > 0)
         RING_CHECK(ipc->dev->reduce_n(k->bufs[ipc->rank] + at, inputs,
                                       ipc->size, len / c->esize, c->dtype,
@@ -339,8 +410,12 @@ static int ring__ipc_reduce(ring__ipc_t *ipc, const ring__ipc_chunk_t *k)
                                       average && !ipc->across ? ipc->size
                                                               : 1,
                                       ipc->stream));
-    RING_CHECK(ipc->dev->stream_sync(ipc->stream));
-    if (ipc->across) RING_CHECK(ring__ipc_across(ipc, k));
+    if (ipc->across) { /* MPI reads the block from the host's side */
+        RING_CHECK(ipc->dev->stream_sync(ipc->stream));
+        RING_CHECK(ring__ipc_across(ipc, k));
+    }
+    RING_CHECK(
+        ipc->dev->event_record(ipc->reduced_ev[ipc->rank], ipc->stream));
     ring__ctl_set(&ipc->ctl[ipc->rank]->reduced, k->g + 1);
 out:
     return status;
