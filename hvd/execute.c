@@ -8,8 +8,9 @@
  * reduced there in place by ring (which stages device memory through
  * pinned host memory), and unpacked by one batched copy; a tensor alone
  * goes to ring where it lies. ring's calls run on ring's own streams and
- * return once their copies are done, so the engine's stream is
- * synchronised before each ring call reads what it queued. A request from
+ * return once their copies are done; the fused call waits, on ring's
+ * side, for an event behind the pack (within a node, on the device), and
+ * a tensor alone is read once its caller's event is done. A request from
  * a stream variant carries two events: one recorded on the caller's
  * stream, waited for before the tensor is read, and one the engine
  * records after the unpack, which its caller waits for (hvd_wait_stream
@@ -47,6 +48,7 @@ static struct {
 
 static struct {
     ring_stream_t *stream; /* the engine's own */
+    ring_event_t *packed;  /* recorded on it behind a group's pack */
     char *fusion;          /* the device fusion buffer, made on first use */
     size_t fusion_cap;
     char *zeros;           /* a joined rank's device zeros */
@@ -62,7 +64,10 @@ static int hvd__dev_stream(const ring_dev_t *dev)
                  "device (ring_dev() is NULL)");
         return HVD_ERR_STATE;
     }
-    return hvd__dev.stream ? HVD_OK : dev->stream_create(&hvd__dev.stream);
+    if (hvd__dev.stream) return HVD_OK;
+    int status = dev->stream_create(&hvd__dev.stream);
+    if (status == HVD_OK) status = dev->event_create(&hvd__dev.packed);
+    return status;
 }
 
 /* *p, of *cap bytes, grown to at least nbytes of device memory. */
@@ -104,6 +109,7 @@ void hvd__execute_thread_end(void)
     if (hvd__dev.fusion) ring_ctx_register(hvd__ctx, NULL, 0);
     dev->release(hvd__dev.fusion);
     dev->release(hvd__dev.zeros);
+    dev->event_destroy(hvd__dev.packed);
     dev->stream_destroy(hvd__dev.stream);
     memset(&hvd__dev, 0, sizeof hvd__dev);
 }
@@ -335,14 +341,15 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
     double t0 = hvd__now();
     HVD_CHECK_DEV(hvd__await_callers(dev, hs, n, 1));
     HVD_CHECK_DEV(hvd__dev_pack(dev, resp, hs, copies, 1));
-    /* ring's staging reads the buffer from its own streams. */
-    HVD_CHECK_DEV(dev->stream_sync(hvd__dev.stream));
+    /* ring reads the buffer from its own streams, which wait for this
+     * (on the device, where they can): no wait here. */
+    HVD_CHECK_DEV(dev->event_record(hvd__dev.packed, hvd__dev.stream));
     double t1 = hvd__now();
     hvd__timeline_group(resp, hs, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
     size_t count = total / ring_dtype_size((ring_dtype_t)descs[0].dtype);
-    HVD_CHECK_DEV(ring_ctx_allreduce_registered(hvd__ctx, count,
-                                                (ring_dtype_t)descs[0].dtype,
-                                                (ring_op_t)descs[0].op));
+    HVD_CHECK_DEV(ring_ctx_allreduce_registered(
+        hvd__ctx, count, (ring_dtype_t)descs[0].dtype,
+        (ring_op_t)descs[0].op, hvd__dev.packed));
     double t2 = hvd__now();
     hvd__timeline_group(resp, hs, hvd__phase(&descs[0], count), t1, t2);
     HVD_CHECK_DEV(hvd__dev_pack(dev, resp, hs, copies, 0));

@@ -209,15 +209,16 @@ static int ring__allreduce_device(const ring__coll_t *c, const void *sendbuf,
 {
     int status = RING_OK;
     ring__ar_t algo = c->size > 1 ? ring__allreduce_decide(c) : RING__AR_RING;
+    ring__ipc_t *ipc = NULL;
     if ((algo == RING__AR_SHM || algo == RING__AR_SHM_HIER) &&
-        c->tuning->ipc) {
-        ring__ipc_t *ipc;
+        c->tuning->ipc)
         RING_CHECK(ring__ipc_of(c->ctx, c->dev, c->tuning, &ipc));
-        if (c->kind == RING__ALLREDUCE_REGISTERED &&
-            ring__ipc_registered(ipc, c->count * c->esize))
-            return ring__ipc_allreduce_registered(ipc, c);
-        if (ipc) return ring__ipc_allreduce(ipc, c, sendbuf, recvbuf);
-    }
+    if (c->kind == RING__ALLREDUCE_REGISTERED &&
+        ring__ipc_registered(ipc, c->count * c->esize))
+        return ring__ipc_allreduce_registered(ipc, c);
+    /* The other ways read the buffer from other streams, or the host. */
+    if (c->ready) RING_CHECK(c->dev->event_sync(c->ready));
+    if (ipc) return ring__ipc_allreduce(ipc, c, sendbuf, recvbuf);
     if (c->mem == &ring__mem_device &&
         (algo == RING__AR_RING || algo == RING__AR_RDB || algo == RING__AR_RHD))
         return ring__allreduce_algos[algo].fn(c, sendbuf, recvbuf);
@@ -324,7 +325,8 @@ out:
 }
 
 int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,
-                                  ring_dtype_t dtype, ring_op_t op)
+                                  ring_dtype_t dtype, ring_op_t op,
+                                  ring_event_t *ready)
 {
     int local = RING_OK;
     size_t esize = ring_dtype_size(dtype);
@@ -335,11 +337,15 @@ int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,
         local = RING_ERR_ARG;
     }
     void *buf = ctx ? ctx->registered : NULL;
-    return ring__allreduce(
-        ring__allreduce_call(ctx, "ring_ctx_allreduce_registered",
-                             RING__ALLREDUCE_REGISTERED, RING_ALGO_AUTO,
-                             count, dtype, op),
-        buf, buf, local);
+    ring__coll_t c = ring__allreduce_call(
+        ctx, "ring_ctx_allreduce_registered", RING__ALLREDUCE_REGISTERED,
+        RING_ALGO_AUTO, count, dtype, op);
+    /* Host memory is read by the host. */
+    if (ready && ring_dev() && ring_dev()->owns(buf, NULL))
+        c.ready = ready;
+    else if (ready && local == RING_OK)
+        local = ring_dev() ? ring_dev()->event_sync(ready) : RING_ERR_ARG;
+    return ring__allreduce(c, buf, buf, local);
 }
 
 int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,

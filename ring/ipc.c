@@ -493,6 +493,8 @@ int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c)
 {
     int status = RING_OK;
     if (c->count == 0) return RING_OK;
+    /* Ahead of the first "posted": nobody reads the buffer before. */
+    if (c->ready) RING_CHECK(ipc->dev->stream_wait(ipc->stream, c->ready));
     RING_CHECK(ring__ipc_chunks(ipc, c, NULL, ipc->reg[ipc->rank],
                                 c->count));
     /* The buffer is the caller's again once nobody reads it. */

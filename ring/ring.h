@@ -383,10 +383,14 @@ int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,
 int ring_ctx_register(ring_ctx_t *ctx, void *buf, size_t nbytes);
 
 /* ring_ctx_allreduce in place on the first count elements of every
- * rank's registered buffer. RING_ERR_ARG when none is registered or it
- * is too small. */
+ * rank's registered buffer. ready: NULL, or an event this rank recorded
+ * behind its writes to its buffer: ring's reads of the buffer wait for it
+ * (on the device, where they run there), so that the caller need not
+ * synchronise first. RING_ERR_ARG when none is registered or it is too
+ * small. */
 int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,
-                                  ring_dtype_t dtype, ring_op_t op);
+                                  ring_dtype_t dtype, ring_op_t op,
+                                  ring_event_t *ready);
 
 /* The other collectives over ctx's ranks, as their MPI_Comm twins below. */
 int ring_ctx_broadcast(ring_ctx_t *ctx, void *buf, size_t count,

@@ -234,6 +234,9 @@ typedef struct {
      * host memory, with mem the host's. NULL for host calls. */
     const ring_dev_t *dev;
     const ring__hooks_t *hooks; /* staged: see ring__hooks_t */
+    /* A registered call's: NULL, or the caller's event behind its writes
+     * (ring_ctx_allreduce_registered); this rank's own. */
+    ring_event_t *ready;
 } ring__coll_t;
 
 /* Opens a call: c comes with func, kind, ctx, count, dtype, op, root and

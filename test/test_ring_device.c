@@ -292,8 +292,11 @@ static void test_all(void)
  * bit. The calls run back to back, each rank writing its buffer again as
  * soon as its call returns (the host path's results are made first, and
  * checked after), so a call that returned while another rank still read
- * the buffer would show. A count that overruns it, or none registered,
- * is refused. */
+ * the buffer would show. Every other call's input is still queued on
+ * the caller's stream, behind other work, with an event to wait for
+ * (ready): a call that read the buffer without waiting would see the
+ * last call's. A count that overruns it, or none registered, is
+ * refused. */
 static void test_registered(void)
 {
     enum { REG_BYTES = 1 << 20, NCASES = 4 };
@@ -314,13 +317,24 @@ static void test_registered(void)
         expect_ok(run_allreduce(in[k], want[k], (void *)&cases[k]),
                   "host call");
     }
+    ring_event_t *ready;
+    expect_ok(dev->event_create(&ready), "event_create");
     for (int k = 0; k < NCASES; k++) {
-        dev_copy(reg, in[k], nbytes[k]);
+        if (k % 2) {
+            for (int z = 0; z < 20; z++)
+                expect_ok(dev->zero(reg, REG_BYTES, stream), "zero");
+            expect_ok(dev->copy(reg, in[k], nbytes[k], stream), "copy");
+            expect_ok(dev->event_record(ready, stream), "event_record");
+        } else {
+            dev_copy(reg, in[k], nbytes[k]);
+        }
         expect_ok(ring_ctx_allreduce_registered(ctx, cases[k].count,
-                                                cases[k].dtype, cases[k].op),
+                                                cases[k].dtype, cases[k].op,
+                                                k % 2 ? ready : NULL),
                   "ring_ctx_allreduce_registered");
         dev_copy(got[k], reg, nbytes[k]);
     }
+    dev->event_destroy(ready);
     for (int k = 0; k < NCASES; k++) {
         name_case("allreduce_registered", &cases[k], 1, 0);
         expect_same(got[k], want[k], nbytes[k]);
@@ -330,10 +344,11 @@ static void test_registered(void)
     }
     snprintf(case_name, sizeof case_name, "registered refusals n=%d", size);
     TEST_EQ(ring_ctx_allreduce_registered(ctx, REG_BYTES / 4 + 1,
-                                          RING_FLOAT32, RING_SUM),
+                                          RING_FLOAT32, RING_SUM, NULL),
             RING_ERR_ARG);
     expect_ok(ring_ctx_register(ctx, NULL, 0), "unregister");
-    TEST_EQ(ring_ctx_allreduce_registered(ctx, 1, RING_FLOAT32, RING_SUM),
+    TEST_EQ(ring_ctx_allreduce_registered(ctx, 1, RING_FLOAT32, RING_SUM,
+                                          NULL),
             RING_ERR_ARG);
     dev->release(reg);
 }
