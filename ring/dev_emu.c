@@ -942,27 +942,44 @@ static int emu_ipc_export(void *p, ring_ipc_handle_t *h)
     return RING_OK;
 }
 
+/* The exporter's memfd of h, opened here through /proc: h must come
+ * from `maker` (its magic) in another process of this node. The fd, or
+ * -1 with *status saying why (logged). */
+static int emu_ipc_fd(const char *func, const ring_ipc_handle_t *h,
+                      uint64_t magic, const char *maker, emu_ipc_t *ipc,
+                      int *status)
+{
+    char path[64];
+    memcpy(ipc, h->bytes, sizeof(*ipc));
+    if (ipc->magic != magic || ipc->pid == (int32_t)getpid()) {
+        ring__log("%s: %s%s", func,
+                  ipc->magic != magic ? "not a handle from "
+                                      : "a handle of this process's own",
+                  ipc->magic != magic ? maker : "");
+        *status = RING_ERR_ARG;
+        return -1;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)ipc->pid,
+             (int)ipc->fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        ring__log("%s: %s: %s (is the exporting process alive, and on this "
+                  "node?)",
+                  func, path, strerror(errno));
+        *status = RING_ERR_CUDA;
+    }
+    return fd;
+}
+
 static int emu_ipc_open(const ring_ipc_handle_t *h, void **p)
 {
     emu_ipc_t ipc;
-    char path[64];
+    int status = RING_OK;
     *p = NULL;
-    memcpy(&ipc, h->bytes, sizeof(ipc));
-    if (ipc.magic != EMU_IPC_MAGIC || ipc.pid == (int32_t)getpid()) {
-        ring__log("ipc_open: %s", ipc.magic != EMU_IPC_MAGIC
-                                      ? "not a handle from ipc_export"
-                                      : "a handle of this process's own");
-        return RING_ERR_ARG;
-    }
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)ipc.pid, (int)ipc.fd);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
-        ring__log("ipc_open: %s: %s (is the exporting process alive, and "
-                  "on this node?)",
-                  path, strerror(errno));
-        return RING_ERR_CUDA;
-    }
-    int status = emu_map("ipc_open", fd, (size_t)ipc.nbytes, 1, p);
+    int fd = emu_ipc_fd("ipc_open", h, EMU_IPC_MAGIC, "ipc_export", &ipc,
+                        &status);
+    if (fd < 0) return status;
+    status = emu_map("ipc_open", fd, (size_t)ipc.nbytes, 1, p);
     close(fd); /* the mapping keeps the memory */
     return status;
 }
@@ -1022,25 +1039,12 @@ static int emu_ipc_event_create(ring_event_t **e, ring_ipc_handle_t *h)
 static int emu_ipc_event_open(const ring_ipc_handle_t *h, ring_event_t **e)
 {
     emu_ipc_t ipc;
-    char path[64];
+    int status = RING_OK;
     *e = NULL;
-    memcpy(&ipc, h->bytes, sizeof(ipc));
-    if (ipc.magic != EMU_IPC_EVENT_MAGIC || ipc.pid == (int32_t)getpid()) {
-        ring__log("ipc_event_open: %s",
-                  ipc.magic != EMU_IPC_EVENT_MAGIC
-                      ? "not a handle from ipc_event_create"
-                      : "a handle of this process's own");
-        return RING_ERR_ARG;
-    }
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)ipc.pid, (int)ipc.fd);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
-        ring__log("ipc_event_open: %s: %s (is the exporting process alive, "
-                  "and on this node?)",
-                  path, strerror(errno));
-        return RING_ERR_CUDA;
-    }
-    int status = emu_event_map("ipc_event_open", fd, 0, e);
+    int fd = emu_ipc_fd("ipc_event_open", h, EMU_IPC_EVENT_MAGIC,
+                        "ipc_event_create", &ipc, &status);
+    if (fd < 0) return status;
+    status = emu_event_map("ipc_event_open", fd, 0, e);
     close(fd); /* the mapping keeps the page */
     return status;
 }

@@ -10,6 +10,7 @@
  * read after the step; the errors; and on the emulated device, that a
  * reader or writer that does not wait is seen.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdlib.h>
 #include <string.h>
 #include "models/model.h"
