@@ -286,7 +286,7 @@ int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
             rank == 0)
             ring__log("info: device allreduces within the node stage "
                       "through host memory: %s IPC could not open every "
-                      "rank's device memory", dev->name);
+                      "rank's device memory and events", dev->name);
     }
     *out = ctx->ipc;
     return RING_OK;
