@@ -14,7 +14,9 @@
 #   3. compare_torch.sh --device cuda at batch 64, 1 and 2 ranks sharing
 #      the GPU: the target is >= 0.8x torch at 1 rank, and the 2-rank
 #      step within 1.2x of twice the 1-rank step, which is 2-rank
-#      images/s >= 2 / (2 x 1.2) = 0.83x the 1-rank images/s.
+#      images/s >= 2 / (2 x 1.2) = 0.83x the 1-rank images/s;
+#   4. where a 2-rank cnn step's time goes: HVD_TIMELINE over 300 steps,
+#      summed by phase (bench/timeline_phases.py, the first 2 s dropped).
 #
 # Fashion-MNIST: DATA, else .dev/fmnist when carried, else the programs'
 # default folder (train_gpu.sh then trains on noise). Each step's output
@@ -52,4 +54,12 @@ ct ct512_cudnn --ranks 1 --batch-size 512 --steps-mlp 600 --steps-cnn 200
 HVD_CONV=im2col ct ct512_im2col --models cnn --ranks 1 --batch-size 512 \
     --steps-cnn 200
 ct ct64 --ranks "1 2" --batch-size 64 --steps-mlp 1000 --steps-cnn 300
+HVD_TIMELINE=$out/timeline_cnn_np2.json timeout 90 mpirun \
+    --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+    examples/train_fmnist ${data:+--data "$data"} --model cnn --device cuda \
+    --batch-size 64 --max-steps 300 --epochs 100 --progress lines \
+    > "$out/timeline_run.txt" 2>&1
+echo "timeline rc=$? at $((SECONDS - t0))s"
+python3 bench/timeline_phases.py "$out/timeline_cnn_np2.json" 2 |
+    tee "$out/timeline_phases.txt"
 echo "end at $((SECONDS - t0))s"
