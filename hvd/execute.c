@@ -55,8 +55,9 @@ static struct {
     size_t zeros_cap;
 } hvd__dev;
 
-/* The engine's stream, made on first use in the engine thread (which has
- * selected the rank's device: hvd__engine_main). */
+/* The engine's stream and its pack event, made on first use in the
+ * engine thread (which has selected the rank's device:
+ * hvd__engine_main). */
 static int hvd__dev_stream(const ring_dev_t *dev)
 {
     if (!dev) {
@@ -64,9 +65,10 @@ static int hvd__dev_stream(const ring_dev_t *dev)
                  "device (ring_dev() is NULL)");
         return HVD_ERR_STATE;
     }
-    if (hvd__dev.stream) return HVD_OK;
-    int status = dev->stream_create(&hvd__dev.stream);
-    if (status == HVD_OK) status = dev->event_create(&hvd__dev.packed);
+    int status = HVD_OK;
+    if (!hvd__dev.stream) status = dev->stream_create(&hvd__dev.stream);
+    if (status == HVD_OK && !hvd__dev.packed)
+        status = dev->event_create(&hvd__dev.packed);
     return status;
 }
 
