@@ -1,5 +1,5 @@
 #!/bin/bash
-# Alternated pairs: train_fmnist of aaa8c65 (/work/wt/prev) and of 2d884a4
+# Alternated pairs: train_fmnist of aaa8c65 (/work/wt/prev) and of f561007
 # (/work/main), on the CPU; output: "rep model ranks tree images/s" lines.
 M="mpirun --allow-run-as-root --oversubscribe --bind-to none"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
