@@ -241,6 +241,8 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
     size_t count = c.count;
     RING_CHECK(ring__begin(&c, sendbuf, recvbuf, local));
     if (count == 0) goto out;
+    /* Host memory behind a device's event: the host reads it below. */
+    if (c.ready && !c.dev) RING_CHECK(ring_dev()->event_sync(c.ready));
     if (c.dev && (c.size > 1 || ring__staging(&c))) {
         status = ring__allreduce_device(&c, sendbuf, recvbuf);
         goto out;
@@ -340,11 +342,12 @@ int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,
     ring__coll_t c = ring__allreduce_call(
         ctx, "ring_ctx_allreduce_registered", RING__ALLREDUCE_REGISTERED,
         RING_ALGO_AUTO, count, dtype, op);
-    /* Host memory is read by the host. */
-    if (ready && ring_dev() && ring_dev()->owns(buf, NULL))
-        c.ready = ready;
-    else if (ready && local == RING_OK)
-        local = ring_dev() ? ring_dev()->event_sync(ready) : RING_ERR_ARG;
+    if (ready && !ring_dev()) {
+        ring__log("ring_ctx_allreduce_registered: an event, but this "
+                  "process has no device");
+        local = RING_ERR_ARG;
+    }
+    c.ready = ready;
     return ring__allreduce(c, buf, buf, local);
 }
 

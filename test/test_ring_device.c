@@ -353,6 +353,41 @@ static void test_registered(void)
     dev->release(reg);
 }
 
+/* A registered buffer of host memory, its input still on its way from
+ * the device, queued behind other work with an event to wait for
+ * (ready): the host path reads it only after the event. */
+static void test_registered_host(void)
+{
+    const call_t k = {70001, RING_FLOAT32, RING_SUM, 0, 0};
+    size_t nbytes = k.count * sizeof(float);
+    char *in = filled(k.count, k.dtype, k.op, rank), *want = malloc(nbytes);
+    char *reg = calloc(1, nbytes), *d = dev_alloc(nbytes);
+    char *busy = dev_alloc(nbytes); /* work for the copy to queue behind */
+    ring_event_t *ready;
+    name_case("allreduce_registered host", &k, 1, 0);
+    expect_ok(run_allreduce(in, want, (void *)&k), "host call");
+    expect_ok(ring_ctx_register(ctx, reg, nbytes), "ring_ctx_register");
+    expect_ok(dev->event_create(&ready), "event_create");
+    dev_copy(d, in, nbytes);
+    for (int z = 0; z < 20; z++)
+        expect_ok(dev->zero(busy, nbytes, stream), "zero");
+    expect_ok(dev->copy(reg, d, nbytes, stream), "copy");
+    expect_ok(dev->event_record(ready, stream), "event_record");
+    expect_ok(ring_ctx_allreduce_registered(ctx, k.count, k.dtype, k.op,
+                                            ready),
+              "ring_ctx_allreduce_registered");
+    expect_ok(dev->stream_sync(stream), "stream_sync");
+    name_case("allreduce_registered host", &k, 1, 0);
+    expect_same(reg, want, nbytes);
+    expect_ok(ring_ctx_register(ctx, NULL, 0), "unregister");
+    dev->event_destroy(ready);
+    dev->release(busy);
+    dev->release(d);
+    free(reg);
+    free(want);
+    free(in);
+}
+
 /* Calls that take host memory only refuse device buffers with a
  * message, before any data moves; a good call works after them. */
 static void test_refused(void)
@@ -412,6 +447,7 @@ int main(int argc, char **argv)
     }
     test_all();
     test_registered();
+    test_registered_host();
     test_refused();
     /* Every case above of 4 KiB or more went through the window. */
     const char *ipc = getenv("HVD_RING_IPC");
