@@ -375,6 +375,18 @@ out:
     return status;
 }
 
+/* A lone device allreduce that fits the fusion buffer goes through it as
+ * a group of one: its pack waits for the caller's stream on the device,
+ * where hvd__run_one_device waits on the host before ring does (on a GPU
+ * that the node's ranks share, a turn of every process on it), for two
+ * copies of microseconds. Larger ones, and the other kinds, go alone. */
+static int hvd__fuses_alone(const hvd__desc_t *d)
+{
+    size_t nbytes = hvd__desc_bytes(d);
+    return d->mem == HVD__MEM_DEVICE && d->kind == HVD__ALLREDUCE &&
+           nbytes > 0 && nbytes <= hvd__engine.config.fusion_threshold;
+}
+
 int hvd__execute(const hvd__response_t *resp, hvd_handle_t *hs,
                  double ready_s)
 {
@@ -390,7 +402,7 @@ int hvd__execute(const hvd__response_t *resp, hvd_handle_t *hs,
     if (status != HVD_OK) {
         /* Every rank that made the request logs why it failed. */
         if (n > 0 && hs[0]) hvd__log(HVD__LOG_ERROR, "%s", resp->head.message);
-    } else if (n > 1) {
+    } else if (n > 1 || (n == 1 && hvd__fuses_alone(&resp->descs[0]))) {
         status = resp->descs[0].mem == HVD__MEM_DEVICE
                      ? hvd__run_fused_device(resp, hs)
                      : hvd__run_fused(resp, hs);

@@ -45,6 +45,10 @@ typedef enum {
     RING__EMU_GUARD
 } ring__emu_mode_t;
 void ring__dev_emu_configure(ring__emu_mode_t mode, unsigned long seed);
+/* How many times this process has waited on the host for the emulated
+ * device (stream_sync, event_sync): a test counts a path's waits, each of
+ * which, on a GPU the node's processes share, is a turn of all of them. */
+uint64_t ring__dev_emu_host_waits(void);
 #if HVD_HAVE_CUDA
 extern const ring_dev_t ring__dev_cuda; /* ring/dev_cuda.c */
 #endif

@@ -19,6 +19,8 @@
  *            the seed: work that races a missing wait loses.
  *   guard    device memory is PROT_NONE except while an operation that
  *            uses it runs: host code touching a device pointer faults.
+ *   waits    the host's waits for the device (stream_sync, event_sync)
+ *            are counted, for tests of how often a path makes them.
  *
  * All shared state is under one mutex: the table, the streams' queues and
  * counters, the events. Workers drop it while an operation runs.
@@ -101,6 +103,14 @@ static struct {
 } emu = {.lock = PTHREAD_MUTEX_INITIALIZER,
          .progress = PTHREAD_COND_INITIALIZER,
          .seed = 1};
+
+/* stream_sync and event_sync calls (ring__dev_emu_host_waits). */
+static _Atomic uint64_t emu_host_waits;
+
+uint64_t ring__dev_emu_host_waits(void)
+{
+    return atomic_load(&emu_host_waits);
+}
 
 void ring__dev_emu_configure(ring__emu_mode_t mode, unsigned long seed)
 {
@@ -477,6 +487,7 @@ static int emu_stream_sync(ring_stream_t *s)
         ring__log("stream_sync: no stream");
         return RING_ERR_ARG;
     }
+    atomic_fetch_add(&emu_host_waits, 1);
     pthread_mutex_lock(&emu.lock);
     while (s->completed < s->queued)
         pthread_cond_wait(&emu.progress, &emu.lock);
@@ -592,6 +603,7 @@ static int emu_event_sync(ring_event_t *e)
         ring__log("event_sync: no event");
         return RING_ERR_ARG;
     }
+    atomic_fetch_add(&emu_host_waits, 1);
     if (e->shared) {
         emu_wait_shared(e->shared, atomic_load(&e->shared->records));
         return RING_OK;

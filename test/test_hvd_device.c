@@ -8,7 +8,11 @@
  *     device never fuse: a mixed group would fail in ring); the results
  *     are checked exactly (small integers in float);
  *   - that device tensors did fuse: rank 0's HVD_TIMELINE holds
- *     MEMCPY_IN_FUSION_BUFFER events (execute.c's device fusion);
+ *     MEMCPY_IN_FUSION_BUFFER events of groups (execute.c's device
+ *     fusion);
+ *   - on the emulated device, a lone device allreduce waits for the
+ *     device on the host once (ring's end), its caller's stream on the
+ *     device (it goes through the fusion buffer as a group of one);
  *   - the stream variant: the input is copied up on the caller's stream
  *     and submitted without synchronising, the result copied back on the
  *     same stream after hvd_wait_stream, or after hvd_wait, which waits
@@ -33,6 +37,7 @@
 #include <unistd.h>
 #include <mpi.h>
 #include "hvd/hvd.h"
+#include "ring/dev.h"
 #include "ring/ring.h"
 #include "test/capture.h"
 #include "test/hvd_harness.h"
@@ -196,6 +201,34 @@ static void test_stream(int on_host)
         dev->release(d[t]);
         free(x[t]);
     }
+}
+
+/* A lone device allreduce of the stream variant, once the fusion buffer
+ * is made: the engine and ring wait for the device on the host once (ring's
+ * end of the call); the caller's stream is waited for on the device (the
+ * fusion buffer's pack), not on the host. Counted on the emulated device,
+ * the same whatever the delays. */
+static void test_lone_waits(void)
+{
+    enum { COUNT = 5000 }; /* 20 KB: within a node, IPC (4 KiB and up) */
+    float *d = dev_alloc(COUNT), *x = host_values(rank, 20, COUNT);
+    hvd_handle_t h;
+    for (int round = 0; round < 2; round++) {
+        dev_copy(d, x, COUNT, 0);
+        uint64_t before = ring__dev_emu_host_waits();
+        TEST_EQ(hvd_allreduce_async_stream(d, d, COUNT, HVD_FLOAT32, HVD_SUM,
+                                           "lone", stream, &h), HVD_OK);
+        TEST_EQ(hvd_wait_stream(h, stream), HVD_OK);
+        uint64_t waits = ring__dev_emu_host_waits() - before;
+        if (round == 1 && waits > 1)
+            TEST_FAIL("a lone device allreduce waited for the device on the "
+                      "host %llu times; once is ring's end of the call",
+                      (unsigned long long)waits);
+    }
+    dev_copy(x, d, COUNT, 0);
+    expect_sum("lone", x, 20, COUNT, size);
+    dev->release(d);
+    free(x);
 }
 
 /* ---- broadcast and allgather ---- */
@@ -364,6 +397,29 @@ static int lines_with(const char *text, const char *a, const char *b)
     return n;
 }
 
+/* The MEMCPY_IN_FUSION_BUFFER events whose start ("ts") another such
+ * event shares: tensors of a group of two or more. */
+static int fused_tensors(const char *text)
+{
+    enum { MAX = 4096 };
+    static double ts[MAX];
+    int n = 0, fused = 0;
+    const char *key = "\"ts\": ";
+    for (const char *at = text; n < MAX &&
+                                (at = strstr(at, "MEMCPY_IN_FUSION_BUFFER"));
+         at++) {
+        const char *t = strstr(at, key);
+        if (t) ts[n++] = strtod(t + strlen(key), NULL);
+    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++)
+            if (j != i && ts[j] == ts[i]) {
+                fused++;
+                break;
+            }
+    return fused;
+}
+
 static void check_timeline(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -373,9 +429,12 @@ static void check_timeline(const char *path)
     if (f) fclose(f);
     int in = lines_with(text, "MEMCPY_IN_FUSION_BUFFER", NULL);
     int out = lines_with(text, "MEMCPY_OUT_FUSION_BUFFER", NULL);
-    printf("timeline: %d device tensors went through the fusion buffer\n",
-           in);
-    TEST_TRUE(in >= 4);
+    int fused = fused_tensors(text);
+    printf("timeline: %d device tensors went through the fusion buffer, %d "
+           "of them with others\n", in, fused);
+    /* A lone allreduce goes through it too: a group's tensors share
+     * their events' start. */
+    TEST_TRUE(fused >= 4);
     TEST_EQ(in, out);
     /* Host tensors fuse through ring's pieces, never the device buffer. */
     TEST_EQ(lines_with(text, "MEMCPY_IN_FUSION_BUFFER", "\"host."), 0);
@@ -405,6 +464,7 @@ int main(int argc, char **argv)
     for (int round = 0; round < 3; round++) test_orders(round);
     test_stream(0);
     test_stream(1);
+    if (dev == &ring__dev_emulated) test_lone_waits();
     test_broadcast_allgather();
     test_mismatch();
     test_bad_input();
