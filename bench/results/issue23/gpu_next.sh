@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench/results/issue23/gpu_next.sh OUT: what the next GPU lease runs for
-# issue 23, from the repository root, in one command (about 9 minutes on
+# issue 23, from the repository root, in one command (about 10 minutes on
 # one H100 with REPS=3; REPS=2 for less):
 #
 #   1. scripts/gpu-check OUT/gpu-check: the build (cuDNN from CUDA's
@@ -16,7 +16,13 @@
 #      step within 1.2x of twice the 1-rank step, which is 2-rank
 #      images/s >= 2 / (2 x 1.2) = 0.83x the 1-rank images/s;
 #   4. where a 2-rank cnn step's time goes: HVD_TIMELINE over 300 steps,
-#      summed by phase (bench/timeline_phases.py, the first 2 s dropped).
+#      summed by phase (bench/timeline_phases.py, the first 2 s dropped);
+#   5. the 2-rank cnn with HVD_INTRANODE=auto and =shm, alternated, two
+#      runs each: a group under 4 KiB (conv1's gradients, 3.3 KB, the
+#      last that backward finishes) goes over MPI staged through the host
+#      under auto (several waits for the device), through the device
+#      slabs under shm (one): whether ring should take the slabs for
+#      device calls of every size.
 #
 # Fashion-MNIST: DATA, else .dev/fmnist when carried, else the programs'
 # default folder (train_gpu.sh then trains on noise). Each step's output
@@ -62,4 +68,14 @@ HVD_TIMELINE=$out/timeline_cnn_np2.json timeout 90 mpirun \
 echo "timeline rc=$? at $((SECONDS - t0))s"
 python3 bench/timeline_phases.py "$out/timeline_cnn_np2.json" 2 |
     tee "$out/timeline_phases.txt"
+for rep in 1 2; do
+    for mode in auto shm; do
+        printf '%s rep %s: ' "$mode" "$rep"
+        HVD_INTRANODE=$mode timeout 60 mpirun --allow-run-as-root \
+            --oversubscribe --bind-to none -np 2 examples/train_fmnist \
+            ${data:+--data "$data"} --model cnn --device cuda \
+            --batch-size 64 --max-steps 300 --epochs 100 --progress lines \
+            2>&1 | grep '^done:' || echo "rc=$?"
+    done
+done | tee "$out/intranode.txt"
 echo "end at $((SECONDS - t0))s"
