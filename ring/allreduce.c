@@ -216,12 +216,14 @@ static int ring__allreduce_device(const ring__coll_t *c, const void *sendbuf,
     if (c->kind == RING__ALLREDUCE_REGISTERED &&
         ring__ipc_registered(ipc, c->count * c->esize))
         return ring__ipc_allreduce_registered(ipc, c);
-    /* The other ways read the buffer from other streams, or the host. */
-    if (c->ready) RING_CHECK(c->dev->event_sync(c->ready));
+    int over_mpi = c->mem == &ring__mem_device &&
+                   (algo == RING__AR_RING || algo == RING__AR_RDB ||
+                    algo == RING__AR_RHD);
+    /* MPI reads the buffer from the host thread; the node's slabs and
+     * staging wait for a registered call's input on the device. */
+    if (c->ready && over_mpi) RING_CHECK(c->dev->event_sync(c->ready));
     if (ipc) return ring__ipc_allreduce(ipc, c, sendbuf, recvbuf);
-    if (c->mem == &ring__mem_device &&
-        (algo == RING__AR_RING || algo == RING__AR_RDB || algo == RING__AR_RHD))
-        return ring__allreduce_algos[algo].fn(c, sendbuf, recvbuf);
+    if (over_mpi) return ring__allreduce_algos[algo].fn(c, sendbuf, recvbuf);
     ring__staged_t s = {.nblocks = c->size, .whole = c->count,
                         .in = sendbuf, .in_block = -1,
                         .out = recvbuf, .out_block = -1,

@@ -429,6 +429,9 @@ static int ring__ipc_chunks(ring__ipc_t *ipc, const ring__coll_t *c,
 {
     int status = RING_OK;
     ring__ipc_chunk_t k[2], *last = NULL;
+    /* Ahead of the first copy in and the first "posted": nobody reads the
+     * caller's buffer before its writes are done. */
+    if (c->ready) RING_CHECK(ipc->dev->stream_wait(ipc->stream, c->ready));
     for (size_t done = 0; done < c->count; done += per_chunk) {
         ring__ipc_chunk_t *now = &k[ipc->nchunks & 1]; /* not last */
         *now = (ring__ipc_chunk_t){
@@ -493,8 +496,6 @@ int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c)
 {
     int status = RING_OK;
     if (c->count == 0) return RING_OK;
-    /* Ahead of the first "posted": nobody reads the buffer before. */
-    if (c->ready) RING_CHECK(ipc->dev->stream_wait(ipc->stream, c->ready));
     RING_CHECK(ring__ipc_chunks(ipc, c, NULL, ipc->reg[ipc->rank],
                                 c->count));
     /* The buffer is the caller's again once nobody reads it. */

@@ -238,6 +238,10 @@ int ring__staged(const ring__coll_t *c, const ring__staged_t *s)
     RING_CHECK(ring__stage_get(ctx, c->dev, s->nblocks,
                                call.per_block * c->esize * s->nblocks,
                                &call.st));
+    /* A registered call's input may still be on its way (c->ready): the
+     * copies up wait for it on the device, so that the host waits once,
+     * for them. */
+    if (c->ready) RING_CHECK(c->dev->stream_wait(call.st->up, c->ready));
     RING_CHECK(ring__stage_in(&call, 0, 0));
     for (; call.k < nchunks; call.k++) {
         if (call.k + 1 < nchunks) {

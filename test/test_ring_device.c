@@ -34,6 +34,9 @@
 #include "test/values.h"
 
 static int rank, size, quick;
+/* The emulated device (which counts the host's waits for it), and MPI
+ * handed device memory (--cuda-aware 1). */
+static int emulated, cuda_aware;
 static const ring_dev_t *dev;
 static ring_stream_t *stream;
 static ring_ctx_t *ctx;
@@ -295,18 +298,23 @@ static void test_all(void)
  * the buffer would show. Every other call's input is still queued on
  * the caller's stream, behind other work, with an event to wait for
  * (ready): a call that read the buffer without waiting would see the
- * last call's. A count that overruns it, or none registered, is
- * refused. */
+ * last call's; staged (under 4 KiB), the host waits for the device no
+ * more often for such a call than for one without (emulated device). A
+ * count that overruns it, or none registered, is refused. */
 static void test_registered(void)
 {
-    enum { REG_BYTES = 1 << 20, NCASES = 4 };
+    enum { REG_BYTES = 1 << 20, NCASES = 6 };
     const call_t cases[NCASES] = {
         {70001, RING_FLOAT32, RING_SUM, 0, 0},
         {REG_BYTES / 2, RING_FLOAT16, RING_AVERAGE, 0, 0},
         {5, RING_INT64, RING_MAX, 0, 0},
-        {4099, RING_BFLOAT16, RING_MIN, 0, 0}};
+        {4099, RING_BFLOAT16, RING_MIN, 0, 0},
+        /* below 4 KiB: over MPI, staged, whatever the node */
+        {33, RING_FLOAT64, RING_PRODUCT, 0, 0},
+        {97, RING_INT32, RING_SUM, 0, 0}};
     char *reg = dev_alloc(REG_BYTES), *in[NCASES], *want[NCASES], *got[NCASES];
     size_t nbytes[NCASES];
+    uint64_t waits[NCASES];
     expect_ok(ring_ctx_register(ctx, reg, REG_BYTES), "ring_ctx_register");
     for (int k = 0; k < NCASES; k++) {
         nbytes[k] = cases[k].count * ring_dtype_size(cases[k].dtype);
@@ -328,13 +336,24 @@ static void test_registered(void)
         } else {
             dev_copy(reg, in[k], nbytes[k]);
         }
+        waits[k] = emulated ? ring__dev_emu_host_waits() : 0;
         expect_ok(ring_ctx_allreduce_registered(ctx, cases[k].count,
                                                 cases[k].dtype, cases[k].op,
                                                 k % 2 ? ready : NULL),
                   "ring_ctx_allreduce_registered");
+        waits[k] = emulated ? ring__dev_emu_host_waits() - waits[k] : 0;
         dev_copy(got[k], reg, nbytes[k]);
     }
     dev->event_destroy(ready);
+    /* Staged, the copies up wait for ready on the device: the host waits
+     * no more often for a call with it than for one without. MPI handed
+     * device memory (--cuda-aware 1) needs the host to wait. */
+    name_case("allreduce_registered", &cases[5], 1, 0);
+    if (!cuda_aware && waits[5] != waits[4])
+        TEST_FAIL("%s: the host waited for the device %llu times with an "
+                  "event to wait for, %llu times without",
+                  case_name, (unsigned long long)waits[5],
+                  (unsigned long long)waits[4]);
     for (int k = 0; k < NCASES; k++) {
         name_case("allreduce_registered", &cases[k], 1, 0);
         expect_same(got[k], want[k], nbytes[k]);
@@ -435,6 +454,9 @@ int main(int argc, char **argv)
         MPI_Finalize();
         TEST_SKIP("no device: neither a GPU nor HVD_DEVICE_EMULATE");
     }
+    emulated = dev == &ring__dev_emulated;
+    const char *aware = getenv("HVD_CUDA_AWARE");
+    cuda_aware = aware && strcmp(aware, "1") == 0;
     ring_ctx_opts_t opts = {
         .intranode = strcmp(intranode, "shm") == 0    ? RING_INTRANODE_SHM
                      : strcmp(intranode, "ring") == 0 ? RING_INTRANODE_RING
