@@ -9,6 +9,7 @@
 #include "examples/trainer.h"
 #include "hvd/hvd.h"
 #include "prog/prog.h"
+#include "ring/ring.h"
 
 /* ---- flags that every rank must be given alike ---- */
 
@@ -109,6 +110,15 @@ int trainer_device_choose(const char **device, int *automatic)
         *device = gpu ? "cuda" : "cpu";
     else if (!strcmp(*device, "cuda") && !gpu)
         return prog_refuse("--device cuda: %s", why);
+    /* On the emulated device the model's memory is ring's emulated device
+     * memory, so that its gradients take hvd's device path, as on a GPU;
+     * not in the guard mode, which closes that memory to the host, where
+     * the model's emulated kernels run. */
+    const ring_dev_t *dev = ring_dev();
+    const char *emulate = getenv("HVD_DEVICE_EMULATE");
+    if (!strcmp(*device, "cuda") && dev && !strcmp(dev->name, "emulated") &&
+        emulate && strncmp(emulate, "guard", 5) != 0)
+        model_emu_memory(dev->alloc, dev->release);
     return 0;
 }
 

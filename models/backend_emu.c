@@ -1,5 +1,7 @@
 /* models/backend_emu.c: the emulated device (models/backend.h): the
- * host's kernels, on memory that is the device's own. Its allocations are
+ * host's kernels, on memory that is the device's own (its own calloc, or
+ * ring's emulated device's, handed over by model_emu_memory, so that hvd
+ * sees device memory as it would on a GPU). Its allocations are
  * remembered, and upload and download check both sides: a program that
  * hands the model host memory where device memory belongs, or the other
  * way round, fails here as it would on a GPU, instead of working by
@@ -23,11 +25,36 @@ static struct {
     } *items;
     size_t len, cap;
     int failed; /* a check failed since the last finish */
+    /* model_emu_memory's; NULL: calloc and free */
+    int (*mem_alloc)(void **p, size_t bytes);
+    int (*mem_release)(void *p);
 } emu = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void model_emu_memory(int (*alloc)(void **p, size_t bytes),
+                      int (*release)(void *p))
+{
+    emu.mem_alloc = alloc && release ? alloc : NULL;
+    emu.mem_release = alloc && release ? release : NULL;
+}
+
+static void emu_free(void *base)
+{
+    if (emu.mem_release)
+        (void)emu.mem_release(base);
+    else
+        free(base);
+}
 
 static int emu_alloc(size_t bytes, void **p)
 {
-    char *base = calloc(bytes ? bytes : 1, 1);
+    size_t n = bytes ? bytes : 1;
+    char *base = NULL;
+    if (!emu.mem_alloc)
+        base = calloc(n, 1);
+    else if (emu.mem_alloc((void **)&base, n) == 0)
+        memset(base, 0, n);
+    else
+        base = NULL;
     int status = base ? MODEL_OK : MODEL_ERR_NOMEM;
     pthread_mutex_lock(&emu.mu);
     if (base && emu.len == emu.cap) {
@@ -43,7 +70,7 @@ static int emu_alloc(size_t bytes, void **p)
         emu.items[emu.len++].bytes = bytes ? bytes : 1;
         *p = base;
     } else if (base) {
-        free(base);
+        emu_free(base);
         status = MODEL_ERR_NOMEM;
     }
     pthread_mutex_unlock(&emu.mu);
@@ -60,7 +87,7 @@ static void emu_release(void *p)
             break;
         }
     pthread_mutex_unlock(&emu.mu);
-    free(p);
+    emu_free(p);
 }
 
 /* Whether [p, p + bytes) lies within one emulated allocation. */

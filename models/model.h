@@ -67,6 +67,17 @@ int model_device_available(model_device_t device, const char **why);
 /* "cpu" or "cuda"; NULL for other values. */
 const char *model_device_name(model_device_t device);
 
+/* Where the emulated device (HVD_DEVICE_EMULATE) takes its memory from:
+ * calloc by default. A program whose collectives run on ring's emulated
+ * device hands over that device's allocator (ring_dev()->alloc and
+ * ->release; both return 0 on success), so that the model's slabs are
+ * device memory to hvd, which takes its device path with them as on a
+ * GPU. The memory must be open to the host (not the guard mode), where
+ * the emulated kernels run. Before any model is made; NULL, NULL goes
+ * back to calloc. */
+void model_emu_memory(int (*alloc)(void **p, size_t bytes),
+                      int (*release)(void *p));
+
 /* ---- models ---- */
 
 enum { MODEL_NAME_MAX = 32, MODEL_MAX_DIMS = 4 };

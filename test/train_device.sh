@@ -4,8 +4,9 @@
 # CUDA_VISIBLE_DEVICES empty, so on a GPU node too) --device cuda exits 2
 # naming why before any work, and --device auto trains on the CPU, saying
 # so. On the emulated device (HVD_DEVICE_EMULATE=1: the model's memory is
-# the device's own, reached only by copies, models/backend_emu.c) --device
-# cuda trains bitwise the numbers the CPU trains, at 1 and 2 ranks, mlp
+# the device's own, reached only by copies, models/backend_emu.c, and it
+# is ring's emulated device memory, so the gradients take hvd's device
+# path) --device cuda trains bitwise the numbers the CPU trains, at 1 and 2 ranks, mlp
 # and cnn; a checkpoint it writes resumes on the CPU and the CPU's on it,
 # both ending equal to a run that was not interrupted; and --shard-optimizer
 # on is refused there. synthetic_benchmark's --device the same way. What
