@@ -1,8 +1,11 @@
 /* models/backend_cpu.c: the host's backend table (models/backend.h): host
- * memory, and the CBLAS kernels of models/layers.c as they are. */
+ * memory, and the CBLAS kernels of models/layers.c as they are, but for
+ * the convolutions that oneDNN takes in a build with it
+ * (models/conv_dnnl.h). */
 #include <stdlib.h>
 #include <string.h>
 #include "models/backend.h"
+#include "models/conv_dnnl.h"
 #include "models/elem.h"
 #include "models/model.h"
 
@@ -46,12 +49,46 @@ static void cpu_fill(float *x, float value, size_t count)
     for (size_t i = 0; i < count; i++) x[i] = value;
 }
 
-/* The host convolution works one image at a time, whatever the batch. */
+/* The host convolution works one image at a time, whatever the batch;
+ * oneDNN's backward makes an accumulated dw and db there first. */
 static size_t cpu_conv2d_scratch_count(const model__conv_shape_t *s,
                                        int batch_max)
 {
     (void)batch_max;
-    return model__conv2d_scratch_count(s);
+    size_t n = model__conv2d_scratch_count(s);
+#if HVD_HAVE_DNNL
+    if (model__dnnl_scratch_count(s) > n) n = model__dnnl_scratch_count(s);
+#endif
+    return n;
+}
+
+/* oneDNN where it takes the layer (models/conv_dnnl.h), else, or when it
+ * fails, im2col + BLAS. */
+static void cpu_conv2d_forward(const model__conv_shape_t *s, const float *x,
+                               const float *w, const float *b, float *y,
+                               int batch, float *scratch)
+{
+#if HVD_HAVE_DNNL
+    if (model__dnnl_takes(s) &&
+        model__dnnl_conv2d_forward(s, x, w, b, y, batch) == MODEL_OK)
+        return;
+#endif
+    model__conv2d_forward(s, x, w, b, y, batch, scratch);
+}
+
+static void cpu_conv2d_backward(const model__conv_shape_t *s, const float *x,
+                                const float *w, const float *dy, float *dx,
+                                float *dw, float *db, int batch,
+                                float *scratch, int accumulate)
+{
+#if HVD_HAVE_DNNL
+    if (model__dnnl_takes(s) &&
+        model__dnnl_conv2d_backward(s, x, w, dy, dx, dw, db, batch, scratch,
+                                    accumulate) == MODEL_OK)
+        return;
+#endif
+    model__conv2d_backward(s, x, w, dy, dx, dw, db, batch, scratch,
+                           accumulate);
 }
 
 static void cpu_sgd_step(const float *p, const float *g, float *out,
@@ -82,8 +119,8 @@ static const model__backend_t model__cpu = {
     .linear_forward = model__linear_forward,
     .linear_backward = model__linear_backward,
     .conv2d_scratch_count = cpu_conv2d_scratch_count,
-    .conv2d_forward = model__conv2d_forward,
-    .conv2d_backward = model__conv2d_backward,
+    .conv2d_forward = cpu_conv2d_forward,
+    .conv2d_backward = cpu_conv2d_backward,
     .relu_forward = model__relu_forward,
     .relu_backward = model__relu_backward,
     .maxpool_forward = model__maxpool_forward,

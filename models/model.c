@@ -50,6 +50,7 @@ int model_flush_denormals(void)
 
 /* OpenBLAS's thread count; weak, so the programs link with other BLAS. */
 void openblas_set_num_threads(int num_threads) __attribute__((weak));
+void omp_set_num_threads(int num_threads) __attribute__((weak));
 
 void model_setup_cpu(void)
 {
@@ -57,6 +58,8 @@ void model_setup_cpu(void)
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     setenv("OMP_NUM_THREADS", "1", 0);
     if (openblas_set_num_threads) openblas_set_num_threads(1);
+    /* oneDNN's OpenMP read the variable when it loaded. */
+    if (omp_set_num_threads) omp_set_num_threads(1);
     model_flush_denormals();
 }
 

@@ -4,12 +4,15 @@
  * scalar loss L = sum(y * r) (r random, so dL/dy = r). The reference is in
  * double so the differences are accurate to ~1e-9 and a tolerance of 1e-3
  * catches wrong gradients. The checker itself is shown to fail on a
- * corrupted gradient.
+ * corrupted gradient. Convolutions run through im2col + BLAS and, where
+ * it takes the shape in a build with it, oneDNN (models/conv_dnnl.h).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "models/model.h"
+#include "models/conv_dnnl.h"
 #include "models/model_internal.h"
 #include "test/test.h"
 
@@ -238,8 +241,44 @@ static void test_linear(int batch, int in, int out)
     case_free(&c);
 }
 
-static void test_conv(int batch, int in_c, int h, int w_, int out_c, int k,
-                      int stride, int pad)
+/* A way to run a convolution: im2col + BLAS, or oneDNN's. */
+typedef struct {
+    const char *name;
+    void (*forward)(const model__conv_shape_t *s, const float *x,
+                    const float *w, const float *b, float *y, int batch,
+                    float *scratch);
+    void (*backward)(const model__conv_shape_t *s, const float *x,
+                     const float *w, const float *dy, float *dx, float *dw,
+                     float *db, int batch, float *scratch, int accumulate);
+} conv_path_t;
+
+static const conv_path_t im2col = {"im2col", model__conv2d_forward,
+                                   model__conv2d_backward};
+
+#if HVD_HAVE_DNNL
+static void dnnl_forward(const model__conv_shape_t *s, const float *x,
+                         const float *w, const float *b, float *y, int batch,
+                         float *scratch)
+{
+    (void)scratch;
+    TEST_EQ(model__dnnl_conv2d_forward(s, x, w, b, y, batch), MODEL_OK);
+}
+
+static void dnnl_backward(const model__conv_shape_t *s, const float *x,
+                          const float *w, const float *dy, float *dx,
+                          float *dw, float *db, int batch, float *scratch,
+                          int accumulate)
+{
+    TEST_EQ(model__dnnl_conv2d_backward(s, x, w, dy, dx, dw, db, batch,
+                                        scratch, accumulate),
+            MODEL_OK);
+}
+
+static const conv_path_t onednn = {"onednn", dnnl_forward, dnnl_backward};
+#endif
+
+static void test_conv_on(const conv_path_t *path, int batch, int in_c, int h,
+                         int w_, int out_c, int k, int stride, int pad)
 {
     model__conv_shape_t s = {.in_c = in_c,
                              .in_h = h,
@@ -262,25 +301,62 @@ static void test_conv(int batch, int in_c, int h, int w_, int out_c, int k,
     float *b = to_float(c.b, c.b_count), *dy = to_float(c.r, c.y_count);
     float *y = malloc(c.y_count * 4), *dx = malloc(c.x_count * 4);
     float *dw = malloc(c.w_count * 4), *db = malloc(c.b_count * 4);
-    float *scratch = malloc(model__conv2d_scratch_count(&s) * 4);
-    char what[64];
-    snprintf(what, sizeof(what), "conv k%d s%d p%d", k, stride, pad);
-    model__conv2d_forward(&s, x, w, b, y, batch, scratch);
+    size_t nscratch = model__conv2d_scratch_count(&s);
+#if HVD_HAVE_DNNL
+    if (model__dnnl_scratch_count(&s) > nscratch)
+        nscratch = model__dnnl_scratch_count(&s);
+#endif
+    float *scratch = malloc(nscratch * 4);
+    char what[64], part[80];
+    snprintf(what, sizeof(what), "conv %s in%d k%d s%d p%d", path->name, in_c,
+             k, stride, pad);
+    path->forward(&s, x, w, b, y, batch, scratch);
     check_forward(&c, what, y);
-    model__conv2d_backward(&s, x, w, dy, dx, dw, db, batch, scratch, 0);
-    check_grad(&c, "conv dx", c.x, c.x_count, dx);
-    check_grad(&c, "conv dw", c.w, c.w_count, dw);
-    check_grad(&c, "conv db", c.b, c.b_count, db);
+    path->backward(&s, x, w, dy, dx, dw, db, batch, scratch, 0);
+    snprintf(part, sizeof part, "%s dx", what);
+    check_grad(&c, part, c.x, c.x_count, dx);
+    snprintf(part, sizeof part, "%s dw", what);
+    check_grad(&c, part, c.w, c.w_count, dw);
+    snprintf(part, sizeof part, "%s db", what);
+    check_grad(&c, part, c.b, c.b_count, db);
     /* Weight and input gradients computed apart give the same numbers. */
     float *dx2 = malloc(c.x_count * 4);
-    model__conv2d_backward(&s, x, w, dy, dx2, NULL, NULL, batch, scratch, 0);
+    path->backward(&s, x, w, dy, dx2, NULL, NULL, batch, scratch, 0);
     TEST_TRUE(memcmp(dx, dx2, c.x_count * 4) == 0);
-    float dw0 = dw[1];
-    model__conv2d_backward(&s, x, w, dy, NULL, dw, db, batch, scratch, 1);
+    float dw0 = dw[1], db0 = db[0];
+    path->backward(&s, x, w, dy, NULL, dw, db, batch, scratch, 1);
     TEST_TRUE(fabsf(dw[1] - 2 * dw0) <= 1e-5f * (1 + fabsf(dw0)));
+    TEST_TRUE(fabsf(db[0] - 2 * db0) <= 1e-5f * (1 + fabsf(db0)));
     free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw), free(db);
     free(scratch), free(dx2);
     case_free(&c);
+}
+
+/* im2col always; oneDNN too where it takes the shape (16 input channels
+ * and more, in a build with it). */
+static void test_conv(int batch, int in_c, int h, int w_, int out_c, int k,
+                      int stride, int pad)
+{
+    test_conv_on(&im2col, batch, in_c, h, w_, out_c, k, stride, pad);
+#if HVD_HAVE_DNNL
+    model__conv_shape_t s = {.in_c = in_c};
+    if (model__dnnl_takes(&s))
+        test_conv_on(&onednn, batch, in_c, h, w_, out_c, k, stride, pad);
+#endif
+}
+
+/* Which layers oneDNN takes: 16 input channels and more, unless
+ * HVD_CONV=im2col. */
+static void test_dnnl_takes(void)
+{
+#if HVD_HAVE_DNNL
+    model__conv_shape_t few = {.in_c = 15}, many = {.in_c = 16};
+    TEST_EQ(model__dnnl_takes(&few), 0);
+    TEST_EQ(model__dnnl_takes(&many), 1);
+    setenv("HVD_CONV", "im2col", 1);
+    TEST_EQ(model__dnnl_takes(&many), 0);
+    unsetenv("HVD_CONV");
+#endif
 }
 
 static void test_relu(void)
@@ -451,6 +527,12 @@ int main(void)
     test_conv(2, 2, 9, 8, 3, 3, 2, 0);
     test_conv(1, 2, 8, 8, 3, 5, 1, 2); /* the cnn's geometry, smaller */
     test_conv(1, 1, 5, 5, 2, 1, 1, 0);
+    /* Through oneDNN too: odd output channels, stride 2, the cnn's conv2
+     * geometry (smaller), and batch 1. */
+    test_conv(2, 16, 6, 6, 5, 3, 1, 1);
+    test_conv(1, 16, 7, 9, 3, 3, 2, 0);
+    test_conv(2, 32, 6, 6, 4, 5, 1, 2);
+    test_dnnl_takes();
     test_relu();
     test_maxpool(2, 3, 6, 6, 2, 2);
     test_maxpool(1, 2, 7, 7, 3, 2); /* overlapping windows */
