@@ -56,10 +56,8 @@ static size_t cpu_conv2d_scratch_count(const model__conv_shape_t *s,
 {
     (void)batch_max;
     size_t n = model__conv2d_scratch_count(s);
-#if HVD_HAVE_DNNL
-    if (model__dnnl_scratch_count(s) > n) n = model__dnnl_scratch_count(s);
-#endif
-    return n;
+    size_t dnnl = model__dnnl_scratch_count(s);
+    return dnnl > n ? dnnl : n;
 }
 
 /* oneDNN where it takes the layer (models/conv_dnnl.h), else, or when it
@@ -68,11 +66,9 @@ static void cpu_conv2d_forward(const model__conv_shape_t *s, const float *x,
                                const float *w, const float *b, float *y,
                                int batch, float *scratch)
 {
-#if HVD_HAVE_DNNL
     if (model__dnnl_takes(s) &&
         model__dnnl_conv2d_forward(s, x, w, b, y, batch) == MODEL_OK)
         return;
-#endif
     model__conv2d_forward(s, x, w, b, y, batch, scratch);
 }
 
@@ -81,12 +77,10 @@ static void cpu_conv2d_backward(const model__conv_shape_t *s, const float *x,
                                 float *dw, float *db, int batch,
                                 float *scratch, int accumulate)
 {
-#if HVD_HAVE_DNNL
     if (model__dnnl_takes(s) &&
         model__dnnl_conv2d_backward(s, x, w, dy, dx, dw, db, batch, scratch,
                                     accumulate) == MODEL_OK)
         return;
-#endif
     model__conv2d_backward(s, x, w, dy, dx, dw, db, batch, scratch,
                            accumulate);
 }

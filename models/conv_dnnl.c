@@ -32,10 +32,12 @@
 
 /* One argument of a primitive: the model's memory (user, its handle set
  * per call), the primitive's (inner: user itself when the layouts agree),
- * and the reorder between them (NULL when they agree). */
+ * the reorder between them (NULL when they agree), and which way the data
+ * goes (into the primitive, or out of it). */
 typedef struct {
     dnnl_memory_t user, inner;
     dnnl_primitive_t reorder;
+    int into;
 } port_t;
 
 enum { FWD_X, FWD_W, FWD_B, FWD_Y, BD_DY, BD_W, BD_DX, BW_X, BW_DY, BW_DW,
@@ -90,9 +92,15 @@ int model__dnnl_takes(const model__conv_shape_t *s)
     return s->in_c >= 16 && !(v && strcmp(v, "im2col") == 0);
 }
 
+/* dw's floats. */
+static size_t weights_count(const model__conv_shape_t *s)
+{
+    return (size_t)s->out_c * s->in_c * s->k * s->k;
+}
+
 size_t model__dnnl_scratch_count(const model__conv_shape_t *s)
 {
-    return (size_t)s->out_c * s->in_c * s->k * s->k + (size_t)s->out_c;
+    return weights_count(s) + (size_t)s->out_c;
 }
 
 static void port_free(port_t *p)
@@ -112,31 +120,41 @@ static void plan_free(plan_t *p)
     *p = (plan_t){0};
 }
 
-/* port p between the model's layout (user) and pd's argument `what`;
- * into: whether data goes from the model's memory into the primitive's. */
-static int port_init(port_t *p, const dnnl_memory_desc_t *user,
-                     const_dnnl_primitive_desc_t pd, dnnl_query_t what,
-                     int into)
+/* One port: the model's layout user, and pd's argument `what` (the
+ * index-th of that query: the bias is the weights' second). */
+typedef struct {
+    const dnnl_memory_desc_t *user;
+    const_dnnl_primitive_desc_t pd;
+    dnnl_query_t what;
+    int index, into;
+} port_spec_t;
+
+static int port_init(port_t *p, const port_spec_t *spec)
 {
-    const dnnl_memory_desc_t *inner = dnnl_primitive_desc_query_md(pd, what, 0);
+    const dnnl_memory_desc_t *user = spec->user;
+    const dnnl_memory_desc_t *inner =
+        dnnl_primitive_desc_query_md(spec->pd, spec->what, spec->index);
     if (!inner) return fail("dnnl_primitive_desc_query_md", dnnl_not_required);
+    p->into = spec->into;
     DNNL(dnnl_memory_create, &p->user, user, dn.engine, DNNL_MEMORY_NONE);
     if (dnnl_memory_desc_equal(user, inner)) {
         p->inner = p->user;
         return MODEL_OK;
     }
-    DNNL(dnnl_memory_create, &p->inner, inner, dn.engine,
-         DNNL_MEMORY_ALLOCATE);
+    DNNL(dnnl_memory_create, &p->inner, inner, dn.engine, DNNL_MEMORY_ALLOCATE);
     dnnl_primitive_desc_t rpd;
-    DNNL(dnnl_reorder_primitive_desc_create, &rpd, into ? user : inner,
-         dn.engine, into ? inner : user, dn.engine, NULL);
+    DNNL(dnnl_reorder_primitive_desc_create, &rpd, p->into ? user : inner,
+         dn.engine, p->into ? inner : user, dn.engine, NULL);
     dnnl_status_t rc = dnnl_primitive_create(&p->reorder, rpd);
     dnnl_primitive_desc_destroy(rpd);
     return rc == dnnl_success ? MODEL_OK : fail("dnnl_primitive_create", rc);
 }
 
-/* The plan's primitives for s at batch; on failure p is left empty. */
-static int plan_init(plan_t *p, const model__conv_shape_t *s, int batch)
+/* The plan's primitives and ports for s at batch, their primitive
+ * descriptors left in pd (forward, backward data, backward weights) for
+ * the caller to destroy. */
+static int plan_build(plan_t *p, const model__conv_shape_t *s, int batch,
+                      dnnl_primitive_desc_t pd[3])
 {
     dnnl_memory_desc_t x, w, b, y, xa, wa, ya;
     dnnl_dims_t dx = {batch, s->in_c, s->in_h, s->in_w};
@@ -145,90 +163,59 @@ static int plan_init(plan_t *p, const model__conv_shape_t *s, int batch)
     dnnl_dims_t dy = {batch, s->out_c, s->out_h, s->out_w};
     dnnl_dims_t stride = {s->stride, s->stride}, pad = {s->pad, s->pad};
     dnnl_convolution_desc_t fd, bdd, bwd;
-    dnnl_primitive_desc_t fpd = NULL, bdpd = NULL, bwpd = NULL;
-    int rc = MODEL_ERR_STATE;
-    *p = (plan_t){.s = *s};
-#define TRY(call, ...)                                                         \
-    do {                                                                       \
-        dnnl_status_t st_ = call(__VA_ARGS__);                                 \
-        if (st_ != dnnl_success) {                                             \
-            rc = fail(#call, st_);                                             \
-            goto out;                                                          \
-        }                                                                      \
-    } while (0)
-    TRY(dnnl_memory_desc_init_by_tag, &x, 4, dx, dnnl_f32, dnnl_nchw);
-    TRY(dnnl_memory_desc_init_by_tag, &w, 4, dw, dnnl_f32, dnnl_oihw);
-    TRY(dnnl_memory_desc_init_by_tag, &b, 1, db, dnnl_f32, dnnl_x);
-    TRY(dnnl_memory_desc_init_by_tag, &y, 4, dy, dnnl_f32, dnnl_nchw);
-    TRY(dnnl_memory_desc_init_by_tag, &xa, 4, dx, dnnl_f32,
-        dnnl_format_tag_any);
-    TRY(dnnl_memory_desc_init_by_tag, &wa, 4, dw, dnnl_f32,
-        dnnl_format_tag_any);
-    TRY(dnnl_memory_desc_init_by_tag, &ya, 4, dy, dnnl_f32,
-        dnnl_format_tag_any);
-    TRY(dnnl_convolution_forward_desc_init, &fd, dnnl_forward_training,
-        dnnl_convolution_direct, &xa, &wa, &b, &ya, stride, pad, pad);
-    TRY(dnnl_primitive_desc_create, &fpd, &fd, NULL, dn.engine, NULL);
-    TRY(dnnl_convolution_backward_data_desc_init, &bdd,
-        dnnl_convolution_direct, &xa, &wa, &ya, stride, pad, pad);
-    TRY(dnnl_primitive_desc_create, &bdpd, &bdd, NULL, dn.engine, fpd);
-    TRY(dnnl_convolution_backward_weights_desc_init, &bwd,
-        dnnl_convolution_direct, &xa, &wa, &b, &ya, stride, pad, pad);
-    TRY(dnnl_primitive_desc_create, &bwpd, &bwd, NULL, dn.engine, fpd);
-#undef TRY
-    struct {
-        int port;
-        const dnnl_memory_desc_t *user;
-        const_dnnl_primitive_desc_t pd;
-        dnnl_query_t what;
-        int into;
-    } const ports[NPORTS] = {
-        {FWD_X, &x, fpd, dnnl_query_src_md, 1},
-        {FWD_W, &w, fpd, dnnl_query_weights_md, 1},
-        {FWD_B, &b, fpd, dnnl_query_weights_md, 1},
-        {FWD_Y, &y, fpd, dnnl_query_dst_md, 0},
-        {BD_DY, &y, bdpd, dnnl_query_diff_dst_md, 1},
-        {BD_W, &w, bdpd, dnnl_query_weights_md, 1},
-        {BD_DX, &x, bdpd, dnnl_query_diff_src_md, 0},
-        {BW_X, &x, bwpd, dnnl_query_src_md, 1},
-        {BW_DY, &y, bwpd, dnnl_query_diff_dst_md, 1},
-        {BW_DW, &w, bwpd, dnnl_query_diff_weights_md, 0},
-        {BW_DB, &b, bwpd, dnnl_query_diff_weights_md, 0}};
+    DNNL(dnnl_memory_desc_init_by_tag, &x, 4, dx, dnnl_f32, dnnl_nchw);
+    DNNL(dnnl_memory_desc_init_by_tag, &w, 4, dw, dnnl_f32, dnnl_oihw);
+    DNNL(dnnl_memory_desc_init_by_tag, &b, 1, db, dnnl_f32, dnnl_x);
+    DNNL(dnnl_memory_desc_init_by_tag, &y, 4, dy, dnnl_f32, dnnl_nchw);
+    DNNL(dnnl_memory_desc_init_by_tag, &xa, 4, dx, dnnl_f32,
+         dnnl_format_tag_any);
+    DNNL(dnnl_memory_desc_init_by_tag, &wa, 4, dw, dnnl_f32,
+         dnnl_format_tag_any);
+    DNNL(dnnl_memory_desc_init_by_tag, &ya, 4, dy, dnnl_f32,
+         dnnl_format_tag_any);
+    DNNL(dnnl_convolution_forward_desc_init, &fd, dnnl_forward_training,
+         dnnl_convolution_direct, &xa, &wa, &b, &ya, stride, pad, pad);
+    DNNL(dnnl_primitive_desc_create, &pd[0], &fd, NULL, dn.engine, NULL);
+    DNNL(dnnl_convolution_backward_data_desc_init, &bdd,
+         dnnl_convolution_direct, &xa, &wa, &ya, stride, pad, pad);
+    DNNL(dnnl_primitive_desc_create, &pd[1], &bdd, NULL, dn.engine, pd[0]);
+    DNNL(dnnl_convolution_backward_weights_desc_init, &bwd,
+         dnnl_convolution_direct, &xa, &wa, &b, &ya, stride, pad, pad);
+    DNNL(dnnl_primitive_desc_create, &pd[2], &bwd, NULL, dn.engine, pd[0]);
+    const port_spec_t specs[NPORTS] = {
+        [FWD_X] = {&x, pd[0], dnnl_query_src_md, 0, 1},
+        [FWD_W] = {&w, pd[0], dnnl_query_weights_md, 0, 1},
+        [FWD_B] = {&b, pd[0], dnnl_query_weights_md, 1, 1},
+        [FWD_Y] = {&y, pd[0], dnnl_query_dst_md, 0, 0},
+        [BD_DY] = {&y, pd[1], dnnl_query_diff_dst_md, 0, 1},
+        [BD_W] = {&w, pd[1], dnnl_query_weights_md, 0, 1},
+        [BD_DX] = {&x, pd[1], dnnl_query_diff_src_md, 0, 0},
+        [BW_X] = {&x, pd[2], dnnl_query_src_md, 0, 1},
+        [BW_DY] = {&y, pd[2], dnnl_query_diff_dst_md, 0, 1},
+        [BW_DW] = {&w, pd[2], dnnl_query_diff_weights_md, 0, 0},
+        [BW_DB] = {&b, pd[2], dnnl_query_diff_weights_md, 1, 0}};
     for (int i = 0; i < NPORTS; i++) {
-        /* The bias's md is index 1 of the weights' query. */
-        if (i == FWD_B || i == BW_DB) {
-            const dnnl_memory_desc_t *inner =
-                dnnl_primitive_desc_query_md(ports[i].pd, ports[i].what, 1);
-            if (!inner || !dnnl_memory_desc_equal(inner, &b)) {
-                rc = fail("the bias's layout", dnnl_unimplemented);
-                goto out;
-            }
-            if (dnnl_memory_create(&p->port[i].user, &b, dn.engine,
-                                   DNNL_MEMORY_NONE) != dnnl_success) {
-                rc = fail("dnnl_memory_create", dnnl_out_of_memory);
-                goto out;
-            }
-            p->port[i].inner = p->port[i].user;
-            continue;
-        }
-        rc = port_init(&p->port[i], ports[i].user, ports[i].pd,
-                       ports[i].what, ports[i].into);
-        if (rc != MODEL_OK) goto out;
+        int rc = port_init(&p->port[i], &specs[i]);
+        if (rc != MODEL_OK) return rc;
     }
-    rc = MODEL_ERR_STATE;
-    if (dnnl_primitive_create(&p->fwd, fpd) != dnnl_success ||
-        dnnl_primitive_create(&p->bwd_data, bdpd) != dnnl_success ||
-        dnnl_primitive_create(&p->bwd_weights, bwpd) != dnnl_success) {
-        rc = fail("dnnl_primitive_create", dnnl_runtime_error);
-        goto out;
-    }
-    p->batch = batch;
-    rc = MODEL_OK;
-out:
-    if (fpd) dnnl_primitive_desc_destroy(fpd);
-    if (bdpd) dnnl_primitive_desc_destroy(bdpd);
-    if (bwpd) dnnl_primitive_desc_destroy(bwpd);
-    if (rc != MODEL_OK) plan_free(p);
+    DNNL(dnnl_primitive_create, &p->fwd, pd[0]);
+    DNNL(dnnl_primitive_create, &p->bwd_data, pd[1]);
+    DNNL(dnnl_primitive_create, &p->bwd_weights, pd[2]);
+    return MODEL_OK;
+}
+
+/* The plan of s at batch; on failure p is left empty. */
+static int plan_init(plan_t *p, const model__conv_shape_t *s, int batch)
+{
+    dnnl_primitive_desc_t pd[3] = {NULL, NULL, NULL};
+    *p = (plan_t){.s = *s};
+    int rc = plan_build(p, s, batch, pd);
+    for (int i = 0; i < 3; i++)
+        if (pd[i]) dnnl_primitive_desc_destroy(pd[i]);
+    if (rc == MODEL_OK)
+        p->batch = batch;
+    else
+        plan_free(p);
     return rc;
 }
 
@@ -245,33 +232,52 @@ static plan_t *plan_get(const model__conv_shape_t *s, int batch)
     return plan_init(p, s, batch) == MODEL_OK ? p : NULL;
 }
 
-/* Points port's model side at data and, going in, reorders it across. */
-static int port_in(port_t *p, const void *data)
+/* A reorder of port p, in the direction its data goes. */
+static int port_reorder(const port_t *p)
 {
-    DNNL(dnnl_memory_set_data_handle, p->user, (void *)data);
     if (!p->reorder) return MODEL_OK;
-    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, p->user},
-                              {DNNL_ARG_TO, p->inner}};
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, p->into ? p->user : p->inner},
+                              {DNNL_ARG_TO, p->into ? p->inner : p->user}};
     DNNL(dnnl_primitive_execute, p->reorder, dn.stream, 2, args);
     return MODEL_OK;
 }
 
-/* After the primitive: the result across to the model's data. */
-static int port_out(port_t *p, void *data)
+/* An argument of a primitive: its oneDNN name, the plan's port, the
+ * model's data (written through when the port goes out). */
+typedef struct {
+    int arg, port;
+    const void *data;
+} use_t;
+
+/* The reorders of the uses' ports that go `into` the primitive (1) or
+ * out of it (0). */
+static int reorder_uses(plan_t *p, const use_t *uses, int n, int into)
 {
-    DNNL(dnnl_memory_set_data_handle, p->user, data);
-    if (!p->reorder) return MODEL_OK;
-    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, p->inner},
-                              {DNNL_ARG_TO, p->user}};
-    DNNL(dnnl_primitive_execute, p->reorder, dn.stream, 2, args);
+    for (int i = 0; i < n; i++) {
+        const port_t *q = &p->port[uses[i].port];
+        int rc = q->into == into ? port_reorder(q) : MODEL_OK;
+        if (rc != MODEL_OK) return rc;
+    }
     return MODEL_OK;
 }
 
-#define CHECK(call)                                                            \
-    do {                                                                       \
-        int st_ = (call);                                                      \
-        if (st_ != MODEL_OK) return st_;                                       \
-    } while (0)
+/* prim on the n uses: each port pointed at its data, inputs reordered
+ * in, the primitive, outputs reordered out; then waited for. */
+static int run(plan_t *p, dnnl_primitive_t prim, const use_t *uses, int n)
+{
+    dnnl_exec_arg_t args[NPORTS];
+    for (int i = 0; i < n; i++) {
+        port_t *q = &p->port[uses[i].port];
+        DNNL(dnnl_memory_set_data_handle, q->user, (void *)uses[i].data);
+        args[i] = (dnnl_exec_arg_t){uses[i].arg, q->inner};
+    }
+    int rc = reorder_uses(p, uses, n, 1);
+    if (rc != MODEL_OK) return rc;
+    DNNL(dnnl_primitive_execute, prim, dn.stream, n, args);
+    if ((rc = reorder_uses(p, uses, n, 0)) != MODEL_OK) return rc;
+    DNNL(dnnl_stream_wait, dn.stream);
+    return MODEL_OK;
+}
 
 int model__dnnl_conv2d_forward(const model__conv_shape_t *s, const float *x,
                                const float *w, const float *b, float *y,
@@ -279,60 +285,38 @@ int model__dnnl_conv2d_forward(const model__conv_shape_t *s, const float *x,
 {
     plan_t *p = plan_get(s, batch);
     if (!p) return MODEL_ERR_STATE;
-    port_t *q = p->port;
-    CHECK(port_in(&q[FWD_X], x));
-    CHECK(port_in(&q[FWD_W], w));
-    CHECK(port_in(&q[FWD_B], b));
-    /* y's handle first: with no reorder the primitive writes it. */
-    DNNL(dnnl_memory_set_data_handle, q[FWD_Y].user, y);
-    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, q[FWD_X].inner},
-                              {DNNL_ARG_WEIGHTS, q[FWD_W].inner},
-                              {DNNL_ARG_BIAS, q[FWD_B].inner},
-                              {DNNL_ARG_DST, q[FWD_Y].inner}};
-    DNNL(dnnl_primitive_execute, p->fwd, dn.stream, 4, args);
-    CHECK(port_out(&q[FWD_Y], y));
-    DNNL(dnnl_stream_wait, dn.stream);
-    return MODEL_OK;
+    const use_t uses[] = {{DNNL_ARG_SRC, FWD_X, x},
+                          {DNNL_ARG_WEIGHTS, FWD_W, w},
+                          {DNNL_ARG_BIAS, FWD_B, b},
+                          {DNNL_ARG_DST, FWD_Y, y}};
+    return run(p, p->fwd, uses, 4);
 }
 
 int model__dnnl_conv2d_backward(const model__conv_shape_t *s, const float *x,
                                 const float *w, const float *dy, float *dx,
-                                float *dw, float *db, int batch,
-                                float *scratch, int accumulate)
+                                float *dw, float *db, int batch, float *scratch,
+                                int accumulate)
 {
     plan_t *p = plan_get(s, batch);
     if (!p) return MODEL_ERR_STATE;
-    port_t *q = p->port;
     if (dx) {
-        CHECK(port_in(&q[BD_DY], dy));
-        CHECK(port_in(&q[BD_W], w));
-        DNNL(dnnl_memory_set_data_handle, q[BD_DX].user, dx);
-        dnnl_exec_arg_t args[] = {{DNNL_ARG_DIFF_DST, q[BD_DY].inner},
-                                  {DNNL_ARG_WEIGHTS, q[BD_W].inner},
-                                  {DNNL_ARG_DIFF_SRC, q[BD_DX].inner}};
-        DNNL(dnnl_primitive_execute, p->bwd_data, dn.stream, 3, args);
-        CHECK(port_out(&q[BD_DX], dx));
+        const use_t uses[] = {{DNNL_ARG_DIFF_DST, BD_DY, dy},
+                              {DNNL_ARG_WEIGHTS, BD_W, w},
+                              {DNNL_ARG_DIFF_SRC, BD_DX, dx}};
+        int rc = run(p, p->bwd_data, uses, 3);
+        if (rc != MODEL_OK) return rc;
     }
-    if (dw) {
-        size_t nw = model__dnnl_scratch_count(s) - (size_t)s->out_c;
-        float *to_w = accumulate ? scratch : dw;
-        float *to_b = accumulate ? scratch + nw : db;
-        CHECK(port_in(&q[BW_X], x));
-        CHECK(port_in(&q[BW_DY], dy));
-        DNNL(dnnl_memory_set_data_handle, q[BW_DW].user, to_w);
-        DNNL(dnnl_memory_set_data_handle, q[BW_DB].user, to_b);
-        dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, q[BW_X].inner},
-                                  {DNNL_ARG_DIFF_DST, q[BW_DY].inner},
-                                  {DNNL_ARG_DIFF_WEIGHTS, q[BW_DW].inner},
-                                  {DNNL_ARG_DIFF_BIAS, q[BW_DB].inner}};
-        DNNL(dnnl_primitive_execute, p->bwd_weights, dn.stream, 4, args);
-        CHECK(port_out(&q[BW_DW], to_w));
-        DNNL(dnnl_stream_wait, dn.stream);
-        if (accumulate) {
-            for (size_t i = 0; i < nw; i++) dw[i] += to_w[i];
-            for (int i = 0; i < s->out_c; i++) db[i] += to_b[i];
-        }
-    }
-    DNNL(dnnl_stream_wait, dn.stream);
+    if (!dw) return MODEL_OK;
+    size_t nw = weights_count(s);
+    float *to_w = accumulate ? scratch : dw;
+    float *to_b = accumulate ? scratch + nw : db;
+    const use_t uses[] = {{DNNL_ARG_SRC, BW_X, x},
+                          {DNNL_ARG_DIFF_DST, BW_DY, dy},
+                          {DNNL_ARG_DIFF_WEIGHTS, BW_DW, to_w},
+                          {DNNL_ARG_DIFF_BIAS, BW_DB, to_b}};
+    int rc = run(p, p->bwd_weights, uses, 4);
+    if (rc != MODEL_OK || !accumulate) return rc;
+    for (size_t i = 0; i < nw; i++) dw[i] += to_w[i];
+    for (int i = 0; i < s->out_c; i++) db[i] += to_b[i];
     return MODEL_OK;
 }
