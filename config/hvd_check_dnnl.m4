@@ -4,8 +4,8 @@
 #
 # --with-dnnl=guess (default): use it when it works; yes: fail when it
 # does not; no: build without.
-# Substitutes DNNL_LIBS; defines HVD_HAVE_DNNL to 0 or 1 and the automake
-# conditional HAVE_DNNL.
+# Substitutes DNNL_LIBS; defines HVD_HAVE_DNNL to 0 or 1 (models/conv_dnnl.c
+# is built either way: its stubs take no layer without oneDNN).
 
 AC_DEFUN([HVD_CHECK_DNNL], [
     AC_ARG_WITH([dnnl],
@@ -32,6 +32,5 @@ AC_DEFUN([HVD_CHECK_DNNL], [
     AS_IF([test "x$dnnl_happy" = xyes], [hvd_have_dnnl=1], [hvd_have_dnnl=0])
     AC_DEFINE_UNQUOTED([HVD_HAVE_DNNL], [$hvd_have_dnnl],
                        [1 when built with oneDNN (CPU convolutions), else 0])
-    AM_CONDITIONAL([HAVE_DNNL], [test "x$dnnl_happy" = xyes])
     AC_SUBST([DNNL_LIBS])
 ])

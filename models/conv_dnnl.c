@@ -1,5 +1,7 @@
 /* models/conv_dnnl.c: the CPU table's convolutions through oneDNN
- * (models/conv_dnnl.h), in a build configured with it.
+ * (models/conv_dnnl.h), in a build configured with it; without it (and in
+ * scripts/fuzz's build, which compiles every source), stubs that take no
+ * layer.
  *
  * Why: OpenBLAS's GEMM behind im2col is held to the kernels of an older
  * core where OPENBLAS_CORETYPE says so (this project's build machines set
@@ -24,9 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <oneapi/dnnl/dnnl.h>
 #include "models/conv_dnnl.h"
 #include "models/model.h"
+
+#if HVD_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
 
 #define PLAN_SLOTS 16
 
@@ -320,3 +324,35 @@ int model__dnnl_conv2d_backward(const model__conv_shape_t *s, const float *x,
     for (int i = 0; i < s->out_c; i++) db[i] += to_b[i];
     return MODEL_OK;
 }
+#else
+/* A build without oneDNN: no layer is taken, so nothing else is called. */
+int model__dnnl_takes(const model__conv_shape_t *s)
+{
+    (void)s;
+    return 0;
+}
+
+size_t model__dnnl_scratch_count(const model__conv_shape_t *s)
+{
+    (void)s;
+    return 0;
+}
+
+int model__dnnl_conv2d_forward(const model__conv_shape_t *s, const float *x,
+                               const float *w, const float *b, float *y,
+                               int batch)
+{
+    (void)s, (void)x, (void)w, (void)b, (void)y, (void)batch;
+    return MODEL_ERR_STATE;
+}
+
+int model__dnnl_conv2d_backward(const model__conv_shape_t *s, const float *x,
+                                const float *w, const float *dy, float *dx,
+                                float *dw, float *db, int batch,
+                                float *scratch, int accumulate)
+{
+    (void)s, (void)x, (void)w, (void)dy, (void)dx, (void)dw, (void)db;
+    (void)batch, (void)scratch, (void)accumulate;
+    return MODEL_ERR_STATE;
+}
+#endif

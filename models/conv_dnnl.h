@@ -1,6 +1,6 @@
 /* models/conv_dnnl.h: the CPU table's convolutions through oneDNN
- * (models/conv_dnnl.c, in a build configured with it; without it, stubs
- * that take no layer), for models/backend_cpu.c and the tests. The reference is im2col + BLAS
+ * (models/conv_dnnl.c; in a build without it, the same functions take no
+ * layer), for models/backend_cpu.c and the tests. The reference is im2col + BLAS
  * (models/layers.c), which the CPU table runs where oneDNN does not take
  * a layer, under HVD_CONV=im2col, and when a oneDNN call fails.
  *
@@ -12,10 +12,8 @@
 #ifndef HVD_MODEL_CONV_DNNL_H
 #define HVD_MODEL_CONV_DNNL_H
 
-#include "models/model.h"
 #include "models/model_internal.h"
 
-#if HVD_HAVE_DNNL
 /* Whether oneDNN runs a layer of shape s in this process: a build with
  * it, HVD_CONV is not im2col, and the input has 16 channels or more
  * (oneDNN's fast kernels block channels by 16: a layer on one to a few
@@ -38,37 +36,5 @@ int model__dnnl_conv2d_backward(const model__conv_shape_t *s, const float *x,
                                 const float *w, const float *dy, float *dx,
                                 float *dw, float *db, int batch, float *scratch,
                                 int accumulate);
-#else
-/* A build without oneDNN: it takes no layer, and the callers need no
- * #if of their own. */
-static inline int model__dnnl_takes(const model__conv_shape_t *s)
-{
-    (void)s;
-    return 0;
-}
-static inline size_t model__dnnl_scratch_count(const model__conv_shape_t *s)
-{
-    (void)s;
-    return 0;
-}
-static inline int model__dnnl_conv2d_forward(const model__conv_shape_t *s,
-                                             const float *x, const float *w,
-                                             const float *b, float *y,
-                                             int batch)
-{
-    (void)s, (void)x, (void)w, (void)b, (void)y, (void)batch;
-    return MODEL_ERR_STATE;
-}
-static inline int model__dnnl_conv2d_backward(const model__conv_shape_t *s,
-                                              const float *x, const float *w,
-                                              const float *dy, float *dx,
-                                              float *dw, float *db, int batch,
-                                              float *scratch, int accumulate)
-{
-    (void)s, (void)x, (void)w, (void)dy, (void)dx, (void)dw, (void)db;
-    (void)batch, (void)scratch, (void)accumulate;
-    return MODEL_ERR_STATE;
-}
-#endif
 
 #endif /* HVD_MODEL_CONV_DNNL_H */
