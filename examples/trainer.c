@@ -103,13 +103,15 @@ int trainer_flags_agree(int refused, const trainer_flag_t *flags, size_t n)
 
 int trainer_device_choose(const char **device, int *automatic)
 {
-    const char *why = NULL;
+    const char *why = NULL, *asked = *device;
     int gpu = model_device_available(MODEL_DEVICE_CUDA, &why);
     *automatic = !strcmp(*device, "auto");
-    if (*automatic)
-        *device = gpu ? "cuda" : "cpu";
-    else if (!strcmp(*device, "cuda") && !gpu)
-        return prog_refuse("--device cuda: %s", why);
+    if (*automatic) *device = gpu ? "cuda" : "cpu";
+    /* The CPU refuses a bad HVD_CONV too. */
+    if (!strcmp(*device, "cuda")
+            ? !gpu
+            : !model_device_available(MODEL_DEVICE_CPU, &why))
+        return prog_refuse("--device %s: %s", asked, why);
     /* On the emulated device the model's memory is ring's emulated device
      * memory, so that its gradients take hvd's device path, as on a GPU;
      * not in the guard mode, which closes that memory to the host, where

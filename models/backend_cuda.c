@@ -472,31 +472,21 @@ static void refuse(const char *what, const char *detail)
     open_why = open_why_text;
 }
 
-/* HVD_CONV, as asked (an empty value counts as unset). */
-typedef enum { CONV_ASK_DEFAULT, CONV_ASK_CUDNN, CONV_ASK_IM2COL } conv_ask_t;
-
-/* -1 (the device refused, saying why) for a value it does not know, or
- * cudnn in a build without it; else 0. */
-static int conv_ask(conv_ask_t *ask)
+/* HVD_CONV: -1 (the device refused, saying why) for a value it does not
+ * know, or cudnn in a build without it; else 0. */
+static int conv_ask(model__conv_ask_t *ask)
 {
-    const char *v = getenv("HVD_CONV");
-    char what[64];
-    *ask = CONV_ASK_DEFAULT;
-    if (!v || !*v) return 0;
-    if (!strcmp(v, "im2col")) {
-        *ask = CONV_ASK_IM2COL;
-        return 0;
-    }
-    snprintf(what, sizeof what, "HVD_CONV=%.40s", v);
-    if (strcmp(v, "cudnn") != 0) {
-        refuse(what, "expected cudnn or im2col");
+    const char *why;
+    if (model__conv_ask(ask, &why)) {
+        snprintf(open_why_text, sizeof open_why_text, "%s", why);
+        open_why = open_why_text;
         return -1;
     }
-    if (!HVD_HAVE_CUDNN) {
-        refuse(what, "this build has no cuDNN (configure --with-cudnn)");
+    if (*ask == MODEL__CONV_ASK_CUDNN && !HVD_HAVE_CUDNN) {
+        refuse("HVD_CONV=cudnn",
+               "this build has no cuDNN (configure --with-cudnn)");
         return -1;
     }
-    *ask = CONV_ASK_CUDNN;
     return 0;
 }
 
@@ -504,17 +494,17 @@ static int conv_ask(conv_ask_t *ask)
  * asked for. cuDNN failing to open (a part of the library missing on
  * this node) refuses the device only when HVD_CONV=cudnn asked for it by
  * name; by default it is a warning, and im2col runs. */
-static int open_conv(conv_ask_t ask)
+static int open_conv(model__conv_ask_t ask)
 {
 #if HVD_HAVE_CUDNN
     const char *why;
-    if (ask == CONV_ASK_IM2COL) return MODEL_OK;
+    if (ask == MODEL__CONV_ASK_IM2COL) return MODEL_OK;
     if (model__cudnn_open(stream, &why) == MODEL_OK) {
         cudnn_opened = 1;
         conv_path = MODEL__CONV_CUDNN;
         return MODEL_OK;
     }
-    if (ask == CONV_ASK_CUDNN) {
+    if (ask == MODEL__CONV_ASK_CUDNN) {
         refuse("HVD_CONV=cudnn, but cuDNN did not open", why);
         return MODEL_ERR_CUDA;
     }
@@ -531,7 +521,7 @@ static int open_conv(conv_ask_t ask)
 static void open_device(void)
 {
     /* HVD_CONV first: a bad value is the user's to fix, GPU or none. */
-    conv_ask_t ask;
+    model__conv_ask_t ask;
     if (conv_ask(&ask)) return;
     int ndev = 0;
     cudaError_t err = cudaGetDeviceCount(&ndev);

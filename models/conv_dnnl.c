@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "models/backend.h"
 #include "models/conv_dnnl.h"
 #include "models/model.h"
 
@@ -92,8 +93,9 @@ static int open_once(void)
 
 int model__dnnl_takes(const model__conv_shape_t *s)
 {
-    const char *v = getenv("HVD_CONV");
-    return s->in_c >= 16 && !(v && strcmp(v, "im2col") == 0);
+    model__conv_ask_t ask;
+    return s->in_c >= 16 && model__conv_ask(&ask, NULL) == 0 &&
+           ask != MODEL__CONV_ASK_IM2COL;
 }
 
 /* dw's floats. */

@@ -71,6 +71,8 @@ _Static_assert(sizeof(int) == sizeof(int32_t),
 static const model__backend_t *backend_of(model_device_t device,
                                           const char **why)
 {
+    model__conv_ask_t ask;
+    if (model__conv_ask(&ask, why)) return NULL;
     switch (device) {
     case MODEL_DEVICE_CPU:
         return model__backend_cpu();
@@ -326,7 +328,8 @@ int model_init_device(model_t *m, model_device_t device, const char *kind,
         return MODEL_ERR_ARG;
     }
     m->backend = backend_of(device, NULL);
-    if (!m->backend) return MODEL_ERR_CUDA;
+    if (!m->backend)
+        return device == MODEL_DEVICE_CPU ? MODEL_ERR_ARG : MODEL_ERR_CUDA;
     m->device = device;
     snprintf(m->kind, sizeof(m->kind), "%s", kind);
     m->batch_max = batch_max;

@@ -3,8 +3,9 @@
  * the whole model (central differences of the float loss, on the largest
  * and on random gradient entries, and along each tensor's gradient, where
  * no ReLU or max-pool switches within the step, so the loss is smooth), the
- * backward hook's order, errors, SGD against hand-computed steps, the
- * warm-up schedule, and a few steps of training that must lower the loss.
+ * backward hook's order, errors (HVD_CONV's too), SGD against
+ * hand-computed steps, the warm-up schedule, and a few steps of training
+ * that must lower the loss.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -300,6 +301,26 @@ static void test_errors(void)
     model_free(&m);
 }
 
+/* HVD_CONV's bad values are refused on the CPU too, naming the value;
+ * its good ones (cudnn is the GPU's, ignored here) are not. */
+static void test_conv_env(void)
+{
+    const char *good[] = {"", "im2col", "cudnn"}, *why = NULL;
+    model_t m;
+    setenv("HVD_CONV", "xyz", 1);
+    TEST_EQ(model_device_available(MODEL_DEVICE_CPU, &why), 0);
+    TEST_TRUE(why && !strcmp(why, "HVD_CONV=xyz: expected cudnn or im2col"));
+    TEST_EQ(model_init(&m, "mlp", 2, 1), MODEL_ERR_ARG);
+    TEST_TRUE(m.layers == NULL && m.param_slab == NULL);
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        setenv("HVD_CONV", good[i], 1);
+        TEST_EQ(model_device_available(MODEL_DEVICE_CPU, NULL), 1);
+        TEST_EQ(model_init(&m, "cnn", 2, 1), MODEL_OK);
+        model_free(&m);
+    }
+    unsetenv("HVD_CONV");
+}
+
 /* ---- SGD: two steps of p = 1, g = 0.1, lr = 0.1, worked by hand ---- */
 
 static void sgd_two_steps(float momentum, float wd, int nesterov, double p1,
@@ -487,6 +508,7 @@ int main(void)
     test_hook("mlp");
     test_hook("cnn");
     test_errors();
+    test_conv_env();
     test_sgd();
     test_sgd_range();
     test_warmup();

@@ -2,13 +2,14 @@
 # test/train_device.sh: --device as a user meets it, on a small data set
 # of noise images this script writes. With no GPU visible (no emulation,
 # CUDA_VISIBLE_DEVICES empty, so on a GPU node too) --device cuda exits 2
-# naming why before any work, and --device auto trains on the CPU, saying
-# so. On the emulated device (HVD_DEVICE_EMULATE=1: the model's memory is
-# the device's own, reached only by copies, models/backend_emu.c, and it
-# is ring's emulated device memory, so the gradients take hvd's device
-# path) --device cuda trains bitwise the numbers the CPU trains, at 1 and 2 ranks, mlp
-# and cnn; a checkpoint it writes resumes on the CPU and the CPU's on it,
-# both ending equal to a run that was not interrupted; and --shard-optimizer
+# naming why before any work (and --device cpu, when HVD_CONV has a bad
+# value), and --device auto trains on the CPU, saying so. On the emulated
+# device (HVD_DEVICE_EMULATE=1: the model's memory is the device's own,
+# reached only by copies, models/backend_emu.c, and it is ring's emulated
+# device memory, so the gradients take hvd's device path) --device cuda
+# trains bitwise the numbers the CPU trains, at 1 and 2 ranks, mlp and
+# cnn; a checkpoint it writes resumes on the CPU and the CPU's on it, both
+# ending equal to a run that was not interrupted; and --shard-optimizer
 # on is refused there. synthetic_benchmark's --device the same way. What
 # the GPU itself computes is test_models_cuda's (scripts/gpu-check).
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
@@ -33,6 +34,17 @@ fi
 script_expect "synthetic_benchmark: cuda without a GPU" 2 \
     "^synthetic_benchmark: --device cuda: ." 1 \
     examples/synthetic_benchmark --num-iters 1 --device cuda
+# HVD_CONV's bad value is refused on the CPU too, by name, before work.
+HVD_CONV=xyz
+export HVD_CONV
+script_expect "HVD_CONV=xyz on the CPU" 2 \
+    "^train_fmnist: --device cpu: HVD_CONV=xyz: expected cudnn or im2col$" 2 \
+    $tf $common --epochs 1 --device cpu
+if grep -q "^step" "$dir/out"; then
+    echo "FAIL: HVD_CONV=xyz on the CPU: it trained" >&2
+    rc=1
+fi
+unset HVD_CONV
 script_launch "auto without a GPU" 1 $tf $common --epochs 1 \
     --device auto > "$dir/out"
 grep -q "on cpu (--device auto)$" "$dir/out" || {
