@@ -117,17 +117,22 @@ typedef struct model__backend {
                      float wd, int nesterov);
 } model__backend_t;
 
-/* HVD_CONV, the convolution path asked for (models/README.md). */
+/* What HVD_CONV and HVD_CONV_TF32 ask of the convolutions
+ * (models/README.md). */
 typedef enum {
     MODEL__CONV_ASK_DEFAULT, /* unset or empty */
     MODEL__CONV_ASK_CUDNN,
     MODEL__CONV_ASK_IM2COL
+} model__conv_ask_path_t;
+typedef struct {
+    model__conv_ask_path_t path;
+    int tf32; /* cuDNN may use TF32 tensor cores */
 } model__conv_ask_t;
-/* HVD_CONV's value now: 0, or -1 for a value no backend knows, with *why
- * (may be NULL) saying so ("HVD_CONV=xyz: expected cudnn or im2col"; the
- * text lasts until the next call). Every device reads it, the CPU too,
- * which ignores cudnn: a bad value is the user's to fix wherever the
- * model runs. */
+/* The variables' values now: 0, or -1 for a value no backend knows, with
+ * *why (may be NULL) naming it ("HVD_CONV=xyz: expected cudnn or
+ * im2col"; the text lasts until the next call). Every device reads them,
+ * the CPU too, which has no cuDNN: a bad value is the user's to fix
+ * wherever the model runs. */
 int model__conv_ask(model__conv_ask_t *ask, const char **why);
 
 /* The host's table; always there. */

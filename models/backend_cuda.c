@@ -291,7 +291,7 @@ static int cudnn_opened; /* its handle is there: its path may run */
 int model__cuda_conv_use(model__conv_path_t path)
 {
     if (open_why || !stream ||
-        (path == MODEL__CONV_CUDNN && !cudnn_opened))
+        (path != MODEL__CONV_IM2COL && !cudnn_opened))
         return MODEL_ERR_STATE;
     conv_path = path;
     return MODEL_OK;
@@ -325,9 +325,10 @@ static void cuda_conv2d_forward(const model__conv_shape_t *s, const float *x,
                                 int batch, float *scratch)
 {
 #if HVD_HAVE_CUDNN
-    if (conv_path == MODEL__CONV_CUDNN) {
+    if (conv_path != MODEL__CONV_IM2COL) {
         if (model__cudnn_conv2d_forward(s, x, w, b, y, batch, scratch,
-                                        cudnn_scratch_nbytes(s, batch)))
+                                        cudnn_scratch_nbytes(s, batch),
+                                        conv_path == MODEL__CONV_CUDNN_TF32))
             note_failure();
         return;
     }
@@ -349,11 +350,11 @@ static void cuda_conv2d_backward(const model__conv_shape_t *s, const float *x,
                                  float *scratch, int accumulate)
 {
 #if HVD_HAVE_CUDNN
-    if (conv_path == MODEL__CONV_CUDNN) {
-        if (model__cudnn_conv2d_backward(s, x, w, dy, dx, dw, db, batch,
-                                         scratch,
-                                         cudnn_scratch_nbytes(s, batch),
-                                         accumulate))
+    if (conv_path != MODEL__CONV_IM2COL) {
+        if (model__cudnn_conv2d_backward(
+                s, x, w, dy, dx, dw, db, batch, scratch,
+                cudnn_scratch_nbytes(s, batch), accumulate,
+                conv_path == MODEL__CONV_CUDNN_TF32))
             note_failure();
         return;
     }
@@ -472,8 +473,8 @@ static void refuse(const char *what, const char *detail)
     open_why = open_why_text;
 }
 
-/* HVD_CONV: -1 (the device refused, saying why) for a value it does not
- * know, or cudnn in a build without it; else 0. */
+/* HVD_CONV and HVD_CONV_TF32: -1 (the device refused, saying why) for a
+ * value they do not know, or cudnn in a build without it; else 0. */
 static int conv_ask(model__conv_ask_t *ask)
 {
     const char *why;
@@ -482,7 +483,7 @@ static int conv_ask(model__conv_ask_t *ask)
         open_why = open_why_text;
         return -1;
     }
-    if (*ask == MODEL__CONV_ASK_CUDNN && !HVD_HAVE_CUDNN) {
+    if (ask->path == MODEL__CONV_ASK_CUDNN && !HVD_HAVE_CUDNN) {
         refuse("HVD_CONV=cudnn",
                "this build has no cuDNN (configure --with-cudnn)");
         return -1;
@@ -490,21 +491,22 @@ static int conv_ask(model__conv_ask_t *ask)
     return 0;
 }
 
-/* The conv path, once the stream is there: cuDNN's unless im2col was
- * asked for. cuDNN failing to open (a part of the library missing on
- * this node) refuses the device only when HVD_CONV=cudnn asked for it by
- * name; by default it is a warning, and im2col runs. */
+/* The conv path, once the stream is there: cuDNN's (in TF32 when
+ * HVD_CONV_TF32=1) unless im2col was asked for. cuDNN failing to open (a
+ * part of the library missing on this node) refuses the device only when
+ * HVD_CONV=cudnn asked for it by name; by default it is a warning, and
+ * im2col runs. */
 static int open_conv(model__conv_ask_t ask)
 {
 #if HVD_HAVE_CUDNN
     const char *why;
-    if (ask == MODEL__CONV_ASK_IM2COL) return MODEL_OK;
+    if (ask.path == MODEL__CONV_ASK_IM2COL) return MODEL_OK;
     if (model__cudnn_open(stream, &why) == MODEL_OK) {
         cudnn_opened = 1;
-        conv_path = MODEL__CONV_CUDNN;
+        conv_path = ask.tf32 ? MODEL__CONV_CUDNN_TF32 : MODEL__CONV_CUDNN;
         return MODEL_OK;
     }
-    if (ask == MODEL__CONV_ASK_CUDNN) {
+    if (ask.path == MODEL__CONV_ASK_CUDNN) {
         refuse("HVD_CONV=cudnn, but cuDNN did not open", why);
         return MODEL_ERR_CUDA;
     }
@@ -520,7 +522,7 @@ static int open_conv(model__conv_ask_t ask)
 
 static void open_device(void)
 {
-    /* HVD_CONV first: a bad value is the user's to fix, GPU or none. */
+    /* HVD_CONV* first: a bad value is the user's to fix, GPU or none. */
     model__conv_ask_t ask;
     if (conv_ask(&ask)) return;
     int ndev = 0;

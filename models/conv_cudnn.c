@@ -2,8 +2,8 @@
  * (models/conv_cudnn.h), run by models/backend_cuda.c's conv entries in
  * a build configured with cuDNN unless HVD_CONV=im2col.
  *
- * A plan per (shape, batch, scratch bytes) holds the tensor, filter and
- * convolution descriptors and an algorithm per direction (forward,
+ * A plan per (shape, batch, scratch bytes, math) holds the tensor, filter
+ * and convolution descriptors and an algorithm per direction (forward,
  * backward data, backward filter): the first, in the order of cuDNN's
  * heuristics (cudnnGet*Algorithm_v7, what PyTorch asks without
  * cudnn.benchmark), whose workspace fits the caller's scratch. The
@@ -17,8 +17,11 @@
  *
  * Math: CUDNN_FMA_MATH, float FMAs only, no TF32, so that results stay
  * within float rounding of the host's, as cuBLAS's GEMMs do in the im2col
- * path. PyTorch lets cuDNN use TF32 for convolutions by default: its
- * figures are the less exact ones in a comparison with ours.
+ * path. PyTorch lets cuDNN use TF32 for convolutions by default
+ * (torch.backends.cudnn.allow_tf32); tf32 does as it does: the
+ * descriptor starts in CUDNN_DEFAULT_MATH, and each direction runs in the
+ * math type cuDNN's heuristics gave its algorithm (TF32 rounds the
+ * operands to 10 bits of mantissa: about 1e-3 relative, far from float).
  *
  * The bias: added after the convolution (cudnnAddTensor), its gradient
  * summed by cudnnConvolutionBackwardBias, accumulating as dw's does.
@@ -39,22 +42,24 @@ _Static_assert((int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= ALGO_MAX &&
                    (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= ALGO_MAX,
                "ALGO_MAX holds every direction's algorithms");
 
-typedef enum { DIR_FWD, DIR_BWD_DATA, DIR_BWD_FILTER } direction_t;
+typedef enum { DIR_FWD, DIR_BWD_DATA, DIR_BWD_FILTER, DIRS } direction_t;
 
 typedef struct {
     /* the key; batch 0 marks an empty slot */
     model__conv_shape_t s;
     int batch;
     size_t scratch_nbytes;
+    int tf32;
     cudnnTensorDescriptor_t x;    /* (batch, in_c, in_h, in_w) */
     cudnnTensorDescriptor_t y;    /* (batch, out_c, out_h, out_w) */
     cudnnTensorDescriptor_t bias; /* (1, out_c, 1, 1) */
     cudnnFilterDescriptor_t w;    /* (out_c, in_c, k, k) */
     cudnnConvolutionDescriptor_t conv;
-    cudnnConvolutionFwdAlgo_t fwd;
-    cudnnConvolutionBwdDataAlgo_t bwd_data;
-    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
-    size_t fwd_nbytes, bwd_data_nbytes, bwd_filter_nbytes; /* workspaces */
+    /* per direction: the algorithm (a cudnnConvolution*Algo_t), its
+     * workspace, and the math type conv is set to when it runs */
+    int algo[DIRS];
+    size_t nbytes[DIRS];
+    cudnnMathType_t math[DIRS];
 } plan_t;
 
 static cudnnHandle_t handle;
@@ -207,48 +212,63 @@ static cudnnStatus_t workspace_nbytes(const plan_t *p, direction_t dir,
         (cudnnConvolutionBwdFilterAlgo_t)algo, nbytes);
 }
 
-/* The first of cuDNN's algorithms for dir that runs without tensor cores
- * and whose workspace, asked again for the descriptors as set, fits in
- * p's scratch. The zero-workspace algorithms (implicit GEMM, backward
- * ALGO_0) always fit, so none fitting is a failure. */
-static int choose(const plan_t *p, direction_t dir, int *algo,
-                  size_t *nbytes)
+/* The first of cuDNN's algorithms for dir whose workspace, asked again
+ * for the descriptors as they will be set, fits in p's scratch; stored
+ * in p with its math: float FMAs only, or under tf32 the math type cuDNN
+ * gave it (tensor cores on float data are TF32). Conversions to a
+ * smaller type never. The zero-workspace algorithms (implicit GEMM,
+ * backward ALGO_0) always fit, so none fitting is a failure. */
+static int choose(plan_t *p, direction_t dir)
 {
     static const char *const names[] = {"forward", "backward data",
                                         "backward filter"};
     candidate_t c[ALGO_MAX];
-    int count;
-    int rc = candidates(p, dir, c, &count);
+    int count = 0;
+    int rc = CUDNN(cudnnSetConvolutionMathType, p->conv,
+                   p->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+    if (rc == MODEL_OK) rc = candidates(p, dir, c, &count);
     if (rc != MODEL_OK) return rc;
     for (int i = 0; i < count; i++) {
         size_t need;
+        cudnnMathType_t math = p->tf32 ? c[i].math : CUDNN_FMA_MATH;
         if (c[i].status != CUDNN_STATUS_SUCCESS ||
             c[i].nbytes > p->scratch_nbytes ||
-            c[i].math == CUDNN_TENSOR_OP_MATH ||
             c[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+            (!p->tf32 && c[i].math == CUDNN_TENSOR_OP_MATH) ||
+            cudnnSetConvolutionMathType(p->conv, math) !=
+                CUDNN_STATUS_SUCCESS ||
             workspace_nbytes(p, dir, c[i].algo, &need) !=
                 CUDNN_STATUS_SUCCESS ||
             need > p->scratch_nbytes)
             continue;
-        *algo = c[i].algo;
-        *nbytes = need;
+        p->algo[dir] = c[i].algo;
+        p->nbytes[dir] = need;
+        p->math[dir] = math;
         return MODEL_OK;
     }
     char detail[160];
     snprintf(detail, sizeof detail,
-             "none of %d %s algorithms runs in FMA math within %zu bytes of "
+             "none of %d %s algorithms runs in %s math within %zu bytes of "
              "scratch",
-             count, names[dir], p->scratch_nbytes);
+             count, names[dir], p->tf32 ? "TF32 or FMA" : "FMA",
+             p->scratch_nbytes);
     return fail("cudnnGetConvolution*Algorithm_v7", detail);
+}
+
+/* Sets p's convolution descriptor to the math dir's algorithm runs in,
+ * before dir's call. */
+static int use_math(const plan_t *p, direction_t dir)
+{
+    return CUDNN(cudnnSetConvolutionMathType, p->conv, p->math[dir]);
 }
 
 /* The descriptors of s at batch, and their algorithms; on failure p is
  * left empty. */
 static int plan_init(plan_t *p, const model__conv_shape_t *s, int batch,
-                     size_t scratch_nbytes)
+                     size_t scratch_nbytes, int tf32)
 {
-    *p = (plan_t){.s = *s, .scratch_nbytes = scratch_nbytes};
-    int rc, n, c, h, w, algo;
+    *p = (plan_t){.s = *s, .scratch_nbytes = scratch_nbytes, .tf32 = tf32};
+    int rc, n, c, h, w;
     if ((rc = CUDNN(cudnnCreateTensorDescriptor, &p->x)) ||
         (rc = CUDNN(cudnnCreateTensorDescriptor, &p->y)) ||
         (rc = CUDNN(cudnnCreateTensorDescriptor, &p->bias)) ||
@@ -267,7 +287,6 @@ static int plan_init(plan_t *p, const model__conv_shape_t *s, int batch,
         (rc = CUDNN(cudnnSetConvolution2dDescriptor, p->conv, s->pad, s->pad,
                     s->stride, s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
                     CUDNN_DATA_FLOAT)) ||
-        (rc = CUDNN(cudnnSetConvolutionMathType, p->conv, CUDNN_FMA_MATH)) ||
         (rc = CUDNN(cudnnGetConvolution2dForwardOutputDim, p->conv, p->x,
                     p->w, &n, &c, &h, &w)))
         goto err;
@@ -281,13 +300,8 @@ static int plan_init(plan_t *p, const model__conv_shape_t *s, int batch,
         rc = fail("cudnnGetConvolution2dForwardOutputDim", detail);
         goto err;
     }
-    if ((rc = choose(p, DIR_FWD, &algo, &p->fwd_nbytes))) goto err;
-    p->fwd = (cudnnConvolutionFwdAlgo_t)algo;
-    if ((rc = choose(p, DIR_BWD_DATA, &algo, &p->bwd_data_nbytes))) goto err;
-    p->bwd_data = (cudnnConvolutionBwdDataAlgo_t)algo;
-    if ((rc = choose(p, DIR_BWD_FILTER, &algo, &p->bwd_filter_nbytes)))
-        goto err;
-    p->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)algo;
+    for (direction_t dir = DIR_FWD; dir < DIRS; dir++)
+        if ((rc = choose(p, dir))) goto err;
     p->batch = batch;
     return MODEL_OK;
 
@@ -296,15 +310,15 @@ err:
     return rc;
 }
 
-/* The plan of (s, batch, scratch_nbytes), made when there is none. */
+/* The plan of (s, batch, scratch_nbytes, tf32), made when there is none. */
 static int plan_get(const model__conv_shape_t *s, int batch,
-                    size_t scratch_nbytes, plan_t **out)
+                    size_t scratch_nbytes, int tf32, plan_t **out)
 {
     if (batch < 1) return fail("conv2d", "batch < 1");
     for (int i = 0; i < PLAN_SLOTS; i++) {
         plan_t *p = &plans[i];
         if (p->batch == batch && p->scratch_nbytes == scratch_nbytes &&
-            !memcmp(&p->s, s, sizeof *s)) {
+            p->tf32 == tf32 && !memcmp(&p->s, s, sizeof *s)) {
             *out = p;
             return MODEL_OK;
         }
@@ -312,7 +326,7 @@ static int plan_get(const model__conv_shape_t *s, int batch,
     plan_t *p = &plans[next_slot];
     next_slot = (next_slot + 1) % PLAN_SLOTS;
     plan_free(p);
-    int rc = plan_init(p, s, batch, scratch_nbytes);
+    int rc = plan_init(p, s, batch, scratch_nbytes, tf32);
     if (rc == MODEL_OK) *out = p;
     return rc;
 }
@@ -322,13 +336,15 @@ static int plan_get(const model__conv_shape_t *s, int batch,
 int model__cudnn_conv2d_forward(const model__conv_shape_t *s, const float *x,
                                 const float *w, const float *b, float *y,
                                 int batch, void *scratch,
-                                size_t scratch_nbytes)
+                                size_t scratch_nbytes, int tf32)
 {
     plan_t *p;
-    int rc = plan_get(s, batch, scratch_nbytes, &p);
+    int rc = plan_get(s, batch, scratch_nbytes, tf32, &p);
+    if (rc == MODEL_OK) rc = use_math(p, DIR_FWD);
     if (rc == MODEL_OK)
         rc = CUDNN(cudnnConvolutionForward, handle, &one, p->x, x, p->w, w,
-                   p->conv, p->fwd, scratch, p->fwd_nbytes, &zero, p->y, y);
+                   p->conv, (cudnnConvolutionFwdAlgo_t)p->algo[DIR_FWD],
+                   scratch, p->nbytes[DIR_FWD], &zero, p->y, y);
     /* y += b, broadcast over (batch, out_h, out_w) */
     if (rc == MODEL_OK)
         rc = CUDNN(cudnnAddTensor, handle, &one, p->bias, b, &one, p->y, y);
@@ -339,25 +355,31 @@ int model__cudnn_conv2d_backward(const model__conv_shape_t *s,
                                  const float *x, const float *w,
                                  const float *dy, float *dx, float *dw,
                                  float *db, int batch, void *scratch,
-                                 size_t scratch_nbytes, int accumulate)
+                                 size_t scratch_nbytes, int accumulate,
+                                 int tf32)
 {
     plan_t *p;
-    int rc = plan_get(s, batch, scratch_nbytes, &p);
+    int rc = plan_get(s, batch, scratch_nbytes, tf32, &p);
     if (rc != MODEL_OK) return rc;
     /* beta 0 overwrites without reading: a NaN left there stays out */
     const float *keep = accumulate ? &one : &zero;
     if (dw) {
-        rc = CUDNN(cudnnConvolutionBackwardFilter, handle, &one, p->x, x, p->y,
-                   dy, p->conv, p->bwd_filter, scratch, p->bwd_filter_nbytes,
-                   keep, p->w, dw);
+        rc = use_math(p, DIR_BWD_FILTER);
+        if (rc == MODEL_OK)
+            rc = CUDNN(cudnnConvolutionBackwardFilter, handle, &one, p->x, x,
+                       p->y, dy, p->conv,
+                       (cudnnConvolutionBwdFilterAlgo_t)p->algo[DIR_BWD_FILTER],
+                       scratch, p->nbytes[DIR_BWD_FILTER], keep, p->w, dw);
         if (rc == MODEL_OK)
             rc = CUDNN(cudnnConvolutionBackwardBias, handle, &one, p->y, dy,
                        keep, p->bias, db);
     }
     /* The workspace is reused in stream order, after dw's. */
+    if (rc == MODEL_OK && dx) rc = use_math(p, DIR_BWD_DATA);
     if (rc == MODEL_OK && dx)
         rc = CUDNN(cudnnConvolutionBackwardData, handle, &one, p->w, w, p->y,
-                   dy, p->conv, p->bwd_data, scratch, p->bwd_data_nbytes,
-                   &zero, p->x, dx);
+                   dy, p->conv,
+                   (cudnnConvolutionBwdDataAlgo_t)p->algo[DIR_BWD_DATA],
+                   scratch, p->nbytes[DIR_BWD_DATA], &zero, p->x, dx);
     return rc;
 }

@@ -15,7 +15,11 @@
 #include <cuda_runtime_api.h>
 #include "models/model_internal.h"
 
-typedef enum { MODEL__CONV_IM2COL, MODEL__CONV_CUDNN } model__conv_path_t;
+typedef enum {
+    MODEL__CONV_IM2COL,
+    MODEL__CONV_CUDNN,     /* float FMAs only */
+    MODEL__CONV_CUDNN_TF32 /* TF32 tensor cores allowed (HVD_CONV_TF32=1) */
+} model__conv_path_t;
 
 /* ---- the switch, in models/backend_cuda.c ---- */
 
@@ -43,17 +47,20 @@ int model__cudnn_open(cudaStream_t stream, const char **why);
 
 /* y = conv(x, w) + b, for batch images. scratch holds scratch_nbytes
  * bytes, at least what the im2col path needs for this batch: the
- * algorithms are chosen to fit in it, once per (shape, batch). */
+ * algorithms are chosen to fit in it, once per (shape, batch, tf32).
+ * tf32: TF32 tensor cores may run the convolution (the bias stays in
+ * float), as PyTorch's torch.backends.cudnn.allow_tf32. */
 int model__cudnn_conv2d_forward(const model__conv_shape_t *s, const float *x,
                                 const float *w, const float *b, float *y,
                                 int batch, void *scratch,
-                                size_t scratch_nbytes);
+                                size_t scratch_nbytes, int tf32);
 /* models/model_internal.h's conv2d_backward: dw and db (+)= when dw is not
- * NULL, dx = when dx is not NULL; scratch as the forward's. */
+ * NULL, dx = when dx is not NULL; scratch and tf32 as the forward's. */
 int model__cudnn_conv2d_backward(const model__conv_shape_t *s,
                                  const float *x, const float *w,
                                  const float *dy, float *dx, float *dw,
                                  float *db, int batch, void *scratch,
-                                 size_t scratch_nbytes, int accumulate);
+                                 size_t scratch_nbytes, int accumulate,
+                                 int tf32);
 
 #endif /* HVD_MODEL_CONV_CUDNN_H */

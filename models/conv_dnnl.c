@@ -95,7 +95,7 @@ int model__dnnl_takes(const model__conv_shape_t *s)
 {
     model__conv_ask_t ask;
     return s->in_c >= 16 && model__conv_ask(&ask, NULL) == 0 &&
-           ask != MODEL__CONV_ASK_IM2COL;
+           ask.path != MODEL__CONV_ASK_IM2COL;
 }
 
 /* dw's floats. */

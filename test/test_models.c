@@ -7,6 +7,7 @@
  * hand-computed steps, the warm-up schedule, and a few steps of training
  * that must lower the loss.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,8 +302,9 @@ static void test_errors(void)
     model_free(&m);
 }
 
-/* HVD_CONV's bad values are refused on the CPU too, naming the value;
- * its good ones (cudnn is the GPU's, ignored here) are not. */
+/* HVD_CONV's and HVD_CONV_TF32's bad values are refused on the CPU too,
+ * naming the value; their good ones (cudnn and TF32 are the GPU's,
+ * ignored here) are not. */
 static void test_conv_env(void)
 {
     const char *good[] = {"", "im2col", "cudnn"}, *why = NULL;
@@ -319,6 +321,15 @@ static void test_conv_env(void)
         model_free(&m);
     }
     unsetenv("HVD_CONV");
+    /* HVD_CONV_TF32: 0 or 1 (the CPU has no TF32: both are taken). */
+    setenv("HVD_CONV_TF32", "2", 1);
+    TEST_EQ(model_device_available(MODEL_DEVICE_CPU, &why), 0);
+    TEST_TRUE(why && !strcmp(why, "HVD_CONV_TF32=2: expected 0 or 1"));
+    TEST_EQ(model_init(&m, "cnn", 2, 1), MODEL_ERR_ARG);
+    setenv("HVD_CONV_TF32", "1", 1);
+    TEST_EQ(model_init(&m, "cnn", 2, 1), MODEL_OK);
+    model_free(&m);
+    unsetenv("HVD_CONV_TF32");
 }
 
 /* ---- SGD: two steps of p = 1, g = 0.1, lr = 0.1, worked by hand ---- */

@@ -19,9 +19,12 @@
  * each against the host's; cuDNN's also at a batch smaller than the one
  * its scratch was counted for, after a larger one (a plan per batch), and
  * through more plans than its table holds. A cuDNN build whose cuDNN
- * path cannot run fails here (unless HVD_CONV=im2col). Before the GPU is
- * looked for, HVD_CONV's bad values must be refused (in child processes:
- * the table opens once per process).
+ * path cannot run fails here (unless HVD_CONV=im2col). cuDNN's path runs
+ * twice: in float FMAs, and with TF32 allowed (HVD_CONV_TF32's), whose
+ * convolutions, and the cnn's numbers, are held to TOL_TF32 instead.
+ * Before the GPU is looked for, HVD_CONV's and HVD_CONV_TF32's bad values
+ * must be refused (in child processes: the table opens once per
+ * process).
  *
  * Exits 77 (skip) when no GPU can be used (a build without CUDA, no
  * device visible). --host compares the host table with itself, so that
@@ -42,12 +45,18 @@
 
 enum { TOL_EXACT = 0 };
 #define TOL_GEMM 1e-4
+/* cuDNN's TF32 path: operands rounded to 10 bits of mantissa. Simulated
+ * on the host (numpy, both roundings) for conv2's shape at batch 16 and
+ * 64, the worst was 0.014 and 0.028 (dw, a sum of batch x 196 products,
+ * where the sum is small). */
+#define TOL_TF32 5e-2
 
 static const model__backend_t *cpu, *dev;
 static model_device_t dev_kind = MODEL_DEVICE_CUDA;
 static uint64_t rng = 12345;
 static char case_name[192]; /* the case being run, for failures */
 static const char *conv_name = "host"; /* the conv path under test */
+static double conv_tol = TOL_GEMM;     /* and its tolerance */
 
 /* A failure the rest cannot go on from: the harness's error. */
 #define MUST(call)                                                             \
@@ -217,16 +226,16 @@ static void test_conv2d(model__conv_shape_t s, int batch, int scratch_batch,
     cpu->conv2d_forward(&s, x.host, w.host, b.host, y.host, batch,
                         scratch_c.host);
     dev->conv2d_forward(&s, x.dev, w.dev, b.dev, y.dev, batch, scratch_d.dev);
-    pair_check("y", &y, TOL_GEMM);
+    pair_check("y", &y, conv_tol);
     cpu->conv2d_backward(&s, x.host, w.host, dy.host,
                          mode == 2 ? NULL : dx.host, mode == 1 ? NULL : dw.host,
                          db.host, batch, scratch_c.host, accumulate);
     dev->conv2d_backward(&s, x.dev, w.dev, dy.dev, mode == 2 ? NULL : dx.dev,
                          mode == 1 ? NULL : dw.dev, db.dev, batch,
                          scratch_d.dev, accumulate);
-    pair_check("dx", &dx, TOL_GEMM);
-    pair_check("dw", &dw, TOL_GEMM);
-    pair_check("db", &db, TOL_GEMM);
+    pair_check("dx", &dx, conv_tol);
+    pair_check("dw", &dw, conv_tol);
+    pair_check("db", &db, TOL_GEMM); /* float sums in every path */
     pair_t *all[] = {&x,  &w,  &b,  &y,         &dy,
                      &dx, &dw, &db, &scratch_c, &scratch_d};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -369,6 +378,7 @@ static void test_model(const char *kind, int c, int h, int w, int batch_max,
     snprintf(case_name, sizeof case_name,
              "model %s path=%s %dx%dx%d batch_max=%d batch=%d", kind,
              conv_name, c, h, w, batch_max, batch);
+    double tol = strcmp(kind, "cnn") ? TOL_GEMM : conv_tol;
     model_t mc, md;
     MUST(model_init_device(&mc, MODEL_DEVICE_CPU, kind, c, h, w, batch_max,
                            7));
@@ -387,17 +397,17 @@ static void test_model(const char *kind, int c, int h, int w, int batch_max,
     MUST(model_forward(&md, x.dev, batch, 1));
     MUST(model_loss(&mc, labels, batch, &loss_c));
     MUST(model_loss(&md, labels, batch, &loss_d));
-    compare("loss", &loss_d, &loss_c, 1, TOL_GEMM);
+    compare("loss", &loss_d, &loss_c, 1, tol);
     size_t nlogits = (size_t)batch * mc.num_classes;
     float *z = must_malloc(nlogits * sizeof *z);
     MUST(md.backend->download(z, model_logits(&md), nlogits * sizeof *z));
-    compare("logits", z, model_logits(&mc), nlogits, TOL_GEMM);
+    compare("logits", z, model_logits(&mc), nlogits, tol);
     free(z);
     MUST(model_backward(&mc, NULL, NULL));
     MUST(model_backward(&md, NULL, NULL));
     MUST(md.backend->finish());
     float *g = slab_to_host(&md, md.grad_slab);
-    compare("grads", g, mc.grad_slab, mc.param_count, TOL_GEMM);
+    compare("grads", g, mc.grad_slab, mc.param_count, tol);
     free(g);
     free(labels);
     pair_free(&x);
@@ -407,12 +417,14 @@ static void test_model(const char *kind, int c, int h, int w, int batch_max,
 
 /* ---- HVD_CONV and the conv paths ---- */
 
-/* HVD_CONV=value must make the GPU table's opening fail with a why that
- * holds want. In a child: the table opens once per process. No GPU is
- * needed: HVD_CONV is read before any CUDA call. */
-static void test_conv_env_refused(const char *value, const char *want)
+/* name=value (HVD_CONV or HVD_CONV_TF32, the other unset) must make the
+ * GPU table's opening fail with a why that holds want. In a child: the
+ * table opens once per process. No GPU is needed: they are read before
+ * any CUDA call. */
+static void test_conv_env_refused(const char *name, const char *value,
+                                  const char *want)
 {
-    snprintf(case_name, sizeof case_name, "HVD_CONV=%s refused", value);
+    snprintf(case_name, sizeof case_name, "%s=%s refused", name, value);
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
@@ -422,7 +434,9 @@ static void test_conv_env_refused(const char *value, const char *want)
     if (pid == 0) {
         const char *why = NULL;
         unsetenv("HVD_DEVICE_EMULATE"); /* the real table's opening */
-        setenv("HVD_CONV", value, 1);
+        unsetenv("HVD_CONV");
+        unsetenv("HVD_CONV_TF32");
+        setenv(name, value, 1);
         const model__backend_t *t = model__backend_cuda(&why);
         if (!t && why && strstr(why, want)) _exit(0);
         fprintf(stderr, "%s: table %s, why \"%s\", expected a refusal "
@@ -440,13 +454,13 @@ static void test_conv_env_refused(const char *value, const char *want)
         TEST_FAIL("%s: the child's check failed (status %d)", case_name, st);
 }
 
-/* The conv paths to compare with the host's, into paths (2), with their
+/* The conv paths to compare with the host's, into paths (3), with their
  * names; their number. The host's table, or the emulated device's, has
- * one path of its own: -1. A cuDNN build must run cuDNN's by default,
- * unless HVD_CONV=im2col kept it closed. */
+ * one path of its own: -1. A cuDNN build must run cuDNN's by default (in
+ * TF32 under HVD_CONV_TF32=1), unless HVD_CONV=im2col kept it closed. */
 static int conv_paths(int *paths, const char **names)
 {
-    const char *asked = getenv("HVD_CONV");
+    const char *asked = getenv("HVD_CONV"), *tf32 = getenv("HVD_CONV_TF32");
     int by_default = !asked || !*asked, n = 0;
     model__conv_path_t opened_with = model__cuda_conv_path();
     if (dev_kind != MODEL_DEVICE_CUDA ||
@@ -456,10 +470,15 @@ static int conv_paths(int *paths, const char **names)
         return 1;
     }
     if (HVD_HAVE_CUDNN && by_default)
-        TEST_EQ(opened_with, MODEL__CONV_CUDNN);
+        TEST_EQ(opened_with, tf32 && !strcmp(tf32, "1")
+                                 ? MODEL__CONV_CUDNN_TF32
+                                 : MODEL__CONV_CUDNN);
     if (model__cuda_conv_use(MODEL__CONV_CUDNN) == MODEL_OK) {
         paths[n] = MODEL__CONV_CUDNN;
         names[n++] = "cudnn";
+        MUST(model__cuda_conv_use(MODEL__CONV_CUDNN_TF32));
+        paths[n] = MODEL__CONV_CUDNN_TF32;
+        names[n++] = "cudnn_tf32";
     } else if (HVD_HAVE_CUDNN && !(asked && !strcmp(asked, "im2col"))) {
         TEST_FAIL("a cuDNN build whose cuDNN path cannot run (see the "
                   "warning above; HVD_CONV=im2col to test im2col alone)");
@@ -472,6 +491,7 @@ static int conv_paths(int *paths, const char **names)
 static void conv_path_use(int path, const char *name)
 {
     conv_name = name;
+    conv_tol = path == MODEL__CONV_CUDNN_TF32 ? TOL_TF32 : TOL_GEMM;
     if (path >= 0) MUST(model__cuda_conv_use((model__conv_path_t)path));
 }
 
@@ -479,11 +499,15 @@ int main(int argc, char **argv)
 {
     const char *why = NULL;
     cpu = model__backend_cpu();
-    test_conv_env_refused("xyz", "HVD_CONV=xyz: expected cudnn or im2col");
-    test_conv_env_refused("CUDNN", "HVD_CONV=CUDNN: expected cudnn or im2col");
+    test_conv_env_refused("HVD_CONV", "xyz",
+                          "HVD_CONV=xyz: expected cudnn or im2col");
+    test_conv_env_refused("HVD_CONV", "CUDNN",
+                          "HVD_CONV=CUDNN: expected cudnn or im2col");
+    test_conv_env_refused("HVD_CONV_TF32", "yes",
+                          "HVD_CONV_TF32=yes: expected 0 or 1");
     if (!HVD_HAVE_CUDNN)
-        test_conv_env_refused("cudnn", "HVD_CONV=cudnn: this build has no "
-                                       "cuDNN");
+        test_conv_env_refused("HVD_CONV", "cudnn",
+                              "HVD_CONV=cudnn: this build has no cuDNN");
     if (test_failures) return test_exit_code(); /* not a skip */
     if (argc > 1 && !strcmp(argv[1], "--host")) {
         dev = cpu;
@@ -507,8 +531,8 @@ int main(int argc, char **argv)
         conv_shape(1, 1, 1, 2, 1, 1, 0),    conv_shape(2, 6, 7, 3, 4, 3, 2),
     };
     const int batches[] = {1, 3};
-    int paths[2];
-    const char *path_names[2];
+    int paths[3];
+    const char *path_names[3];
     int npaths = conv_paths(paths, path_names);
     for (int pi = 0; pi < npaths; pi++) {
         conv_path_use(paths[pi], path_names[pi]);
