@@ -137,6 +137,8 @@ export CUDA_VISIBLE_DEVICES
 with HVD_DEVICE_EMULATE=0 expect_refused "allreduce_perf: -G: no device: \
 no GPU visible in this CUDA build (or HVD_DEVICE_EMULATE for the emulated \
 one)" $ar -G
+with HVD_DEVICE_EMULATE=0 expect_refused "model_perf: --device cuda: " \
+    bench/model_perf --device cuda
 if test "$cvd_set" = set; then
     CUDA_VISIBLE_DEVICES=$cvd_old
 else
@@ -182,6 +184,18 @@ if test $status -ne 0 || test -n "$missing" || test "$rows" != 3 ||
     rc=1
 fi
 
+# model_perf on the emulated device: the device's step, timed as one.
+echo "1 bench/model_perf --device cuda --model cnn --batch-size 4 --steps 2 \
+--reps 1" > "$dir/spec"
+with HVD_DEVICE_EMULATE=1 run_spec
+if test $status -ne 0 || ! grep -q "^cnn batch 4: [0-9.]* ms on cuda \
+(emulated) per step (best of 1 x 2), [0-9]* images/s$" "$dir/out"; then
+    cat "$dir/out" >&2
+    echo "FAIL: model_perf --device cuda (emulated): exited $status" \
+        "(want 0), or no step line" >&2
+    rc=1
+fi
+
 # ---- examples/synthetic_benchmark, bench/model_perf, bench/cross_core:
 # prog/prog.c's grammar, as the benchmarks above ----
 sb="synthetic_benchmark:" mp="model_perf:" cc="cross_core:"
@@ -210,6 +224,8 @@ expect_refused "$mp unknown option '--bogus'" bench/model_perf --bogus
 expect_refused "$mp missing value for '--reps'" bench/model_perf --reps
 expect_refused "$mp invalid value 'x' for -r/--reps: expected an integer \
 from 1 to 65536" bench/model_perf --reps=x
+expect_refused "$mp invalid value 'gpu' for -d/--device: expected cpu or \
+cuda" bench/model_perf --device gpu
 expect_refused "$cc invalid value '2' for -b/--bytes: expected an integer \
 from 4 to 1073741824" bench/cross_core --bytes 2
 expect_refused "$cc unknown option '--bogus'" bench/cross_core --bogus

@@ -31,6 +31,13 @@
 #      groups a step (each group is a turn on the shared GPU);
 #   6. where a 2-rank cnn step's time goes: HVD_TIMELINE over 300 steps,
 #      summed by phase (bench/timeline_phases.py, the first 2 s dropped);
+#   6b. where a 1-rank step's time goes (the issue asks for a profile at
+#      batch 64, where small batches are launch-bound):
+#      bench/model_perf --device cuda, the model's step alone (kernels and
+#      launches, the host waiting for the loss as training does), mlp and
+#      cnn at 64 and 512, to set beside ct64's and ct512's train_fmnist
+#      steps; and nsys's kernel and API summaries of 200 cnn steps at 1
+#      rank, batch 64, when the node has nsys;
 #   7. the cnn at batch 512 with HVD_CONV=im2col (the reference).
 #
 # The build and gpu-check's work stay in WORK (/tmp/gpu_next), outside
@@ -119,6 +126,24 @@ if fits timeline 20; then
     echo "timeline rc=$? at $((SECONDS - t0))s"
     python3 bench/timeline_phases.py "$out/timeline_cnn_np2.json" 2 |
         tee "$out/timeline_phases.txt"
+fi
+if fits profile 60; then
+    for model in mlp cnn; do
+        for batch in 64 512; do
+            timeout 20 bench/model_perf --device cuda --model $model \
+                --batch-size $batch --steps 50 --reps 5 2>&1
+        done
+    done | tee "$out/model_perf.txt"
+    if command -v nsys > /dev/null; then
+        timeout 60 nsys profile --force-overwrite true --stats=true \
+            -o "$work/nsys_cnn64" examples/train_fmnist \
+            ${data:+--data "$data"} --model cnn --device cuda \
+            --batch-size 64 --max-steps 200 --epochs 100 \
+            > "$out/nsys_cnn64.txt" 2>&1
+        echo "nsys rc=$? at $((SECONDS - t0))s"
+    else
+        echo "no nsys on this node: model_perf.txt only"
+    fi
 fi
 fits ct512_im2col 45 &&
     HVD_CONV=im2col ct ct512_im2col --models cnn --ranks 1 \
