@@ -6,14 +6,14 @@
  * and convolution descriptors and an algorithm per direction (forward,
  * backward data, backward filter): the first, in the order of cuDNN's
  * heuristics (cudnnGet*Algorithm_v7, what PyTorch asks without
- * cudnn.benchmark), whose workspace fits the caller's scratch. The
- * scratch is the im2col path's (models/backend_cuda.c; at least 4 MiB):
- * so cuDNN needs no more memory than the reference did, and a smaller
- * batch, whose scratch bound is smaller, gets a plan of its own that
- * fits it. Plans
- * are made on first use, in a small table replaced round-robin when
- * full; a model needs a few (its conv layers times its batch sizes:
- * batch_max, a last partial batch, evaluation's).
+ * cudnn.benchmark), that is deterministic and whose workspace fits the
+ * caller's scratch. The scratch is the im2col path's
+ * (models/backend_cuda.c; at least 4 MiB): so cuDNN needs no more memory
+ * than the reference did, and a smaller batch, whose scratch bound is
+ * smaller, gets a plan of its own that fits it. Plans are made on first
+ * use, in a small table replaced round-robin when full; a model needs a
+ * few (its conv layers times its batch sizes: batch_max, a last partial
+ * batch, evaluation's).
  *
  * Math: CUDNN_FMA_MATH, float FMAs only, no TF32, so that results stay
  * within float rounding of the host's, as cuBLAS's GEMMs do in the im2col
@@ -156,14 +156,17 @@ typedef struct {
     cudnnStatus_t status;
     size_t nbytes;
     cudnnMathType_t math;
+    int deterministic;
 } candidate_t;
 
 #define CANDIDATES(perf, n, out)                                               \
     for (int i_ = 0; i_ < (n); i_++)                                           \
-        (out)[i_] = (candidate_t){.algo = (int)(perf)[i_].algo,                \
-                                  .status = (perf)[i_].status,                 \
-                                  .nbytes = (perf)[i_].memory,                 \
-                                  .math = (perf)[i_].mathType}
+        (out)[i_] = (candidate_t){                                             \
+            .algo = (int)(perf)[i_].algo,                                      \
+            .status = (perf)[i_].status,                                       \
+            .nbytes = (perf)[i_].memory,                                       \
+            .math = (perf)[i_].mathType,                                       \
+            .deterministic = (perf)[i_].determinism == CUDNN_DETERMINISTIC}
 
 /* cuDNN's algorithms for direction dir of p, best first by its
  * heuristics, into c (ALGO_MAX), their number into *count. */
@@ -212,12 +215,17 @@ static cudnnStatus_t workspace_nbytes(const plan_t *p, direction_t dir,
         (cudnnConvolutionBwdFilterAlgo_t)algo, nbytes);
 }
 
-/* The first of cuDNN's algorithms for dir whose workspace, asked again
- * for the descriptors as they will be set, fits in p's scratch; stored
- * in p with its math: float FMAs only, or under tf32 the math type cuDNN
- * gave it (tensor cores on float data are TF32). Conversions to a
- * smaller type never. The zero-workspace algorithms (implicit GEMM,
- * backward ALGO_0) always fit, so none fitting is a failure. */
+/* The first of cuDNN's deterministic algorithms for dir whose workspace,
+ * asked again for the descriptors as they will be set, fits in p's
+ * scratch; stored in p with its math: float FMAs only, or under tf32 the
+ * math type cuDNN gave it (tensor cores on float data are TF32).
+ * Conversions to a smaller type never. Deterministic, as PyTorch's
+ * cudnn.deterministic: the backward algorithms that add with atomics
+ * (backward data and filter ALGO_0, filter ALGO_3) would make two runs
+ * of the same steps differ, and a resume must equal the run it resumes
+ * bit for bit. Implicit GEMM forward and backward ALGO_1 are
+ * deterministic and need little or no workspace (the scratch is 4 MiB
+ * at least), so none fitting is a failure. */
 static int choose(plan_t *p, direction_t dir)
 {
     static const char *const names[] = {"forward", "backward data",
@@ -231,7 +239,7 @@ static int choose(plan_t *p, direction_t dir)
     for (int i = 0; i < count; i++) {
         size_t need;
         cudnnMathType_t math = p->tf32 ? c[i].math : CUDNN_FMA_MATH;
-        if (c[i].status != CUDNN_STATUS_SUCCESS ||
+        if (c[i].status != CUDNN_STATUS_SUCCESS || !c[i].deterministic ||
             c[i].nbytes > p->scratch_nbytes ||
             c[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
             (!p->tf32 && c[i].math == CUDNN_TENSOR_OP_MATH) ||
@@ -248,8 +256,8 @@ static int choose(plan_t *p, direction_t dir)
     }
     char detail[160];
     snprintf(detail, sizeof detail,
-             "none of %d %s algorithms runs in %s math within %zu bytes of "
-             "scratch",
+             "none of %d %s algorithms is deterministic in %s math within "
+             "%zu bytes of scratch",
              count, names[dir], p->tf32 ? "TF32 or FMA" : "FMA",
              p->scratch_nbytes);
     return fail("cudnnGetConvolution*Algorithm_v7", detail);

@@ -14,7 +14,9 @@
  * in odd sizes, batch 1 and more, stride 2, padding, overlapping pooling
  * windows, accumulate 0 and 1, and each optional gradient left out.
  *
- * Convolutions, and the models, run once per conv path of the GPU table
+ * A model's step run twice on the device gives the same bits (no
+ * algorithm that sums with atomics). Convolutions, and the models, run
+ * once per conv path of the GPU table
  * (models/conv_cudnn.h): cuDNN's in a build with it, and im2col + cuBLAS,
  * each against the host's; cuDNN's also at a batch smaller than the one
  * its scratch was counted for, after a larger one (a plan per batch), and
@@ -408,6 +410,16 @@ static void test_model(const char *kind, int c, int h, int w, int batch_max,
     MUST(md.backend->finish());
     float *g = slab_to_host(&md, md.grad_slab);
     compare("grads", g, mc.grad_slab, mc.param_count, tol);
+    /* The same step again gives the same bits on the device: no
+     * algorithm that sums with atomics (a resume must equal its run). */
+    MUST(model_forward(&md, x.dev, batch, 1));
+    MUST(model_loss(&md, labels, batch, &loss_c));
+    MUST(model_backward(&md, NULL, NULL));
+    MUST(md.backend->finish());
+    float *again = slab_to_host(&md, md.grad_slab);
+    compare("grads again", again, g, mc.param_count, TOL_EXACT);
+    compare("loss again", &loss_c, &loss_d, 1, TOL_EXACT);
+    free(again);
     free(g);
     free(labels);
     pair_free(&x);
