@@ -127,19 +127,27 @@ void ring__ipc_free(ring__ipc_t **ipcp)
     /* Nobody may still read a slab we close or free. */
     if (ipc->comm != MPI_COMM_NULL) MPI_Barrier(ipc->comm);
     ring__ipc_unregister(ipc);
-    for (int r = 0; ipc->posted_ev && r < ipc->size; r++) {
-        ipc->dev->event_destroy(ipc->posted_ev[r]);
-        ipc->dev->event_destroy(ipc->reduced_ev[r]);
+    /* The others' slabs and events closed first, on every rank, then our
+     * own freed: CUDA leaves undefined an exported allocation freed, or
+     * an exported event destroyed, while another process still has it
+     * open (cudaIpcCloseMemHandle's and cudaIpcOpenEventHandle's notes). */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int r = 0; r < ipc->size; r++) {
+            if ((r == ipc->rank) != pass) continue;
+            if (ipc->posted_ev) {
+                ipc->dev->event_destroy(ipc->posted_ev[r]);
+                ipc->dev->event_destroy(ipc->reduced_ev[r]);
+            }
+            if (!ipc->slabs || !ipc->slabs[r]) continue;
+            if (pass)
+                ipc->dev->release(ipc->slabs[r]);
+            else
+                ipc->dev->ipc_close(ipc->slabs[r]);
+        }
+        if (!pass && ipc->comm != MPI_COMM_NULL) MPI_Barrier(ipc->comm);
     }
     free(ipc->posted_ev);
     free(ipc->reduced_ev);
-    for (int r = 0; ipc->slabs && r < ipc->size; r++) {
-        if (!ipc->slabs[r]) continue;
-        if (r == ipc->rank)
-            ipc->dev->release(ipc->slabs[r]);
-        else
-            ipc->dev->ipc_close(ipc->slabs[r]);
-    }
     ipc->dev->stream_destroy(ipc->stream);
     ring_ctx_free(&ipc->across);
     ring_shm_free(&ipc->flags);
