@@ -21,6 +21,11 @@
  *            uses it runs: host code touching a device pointer faults.
  *   waits    the host's waits for the device (stream_sync, event_sync)
  *            are counted, for tests of how often a path makes them.
+ *   misuse   what CUDA leaves undefined and works here is logged and
+ *            counted (ring__dev_emu_misuses), for tests to want none:
+ *            memory or an event freed by the process that exported it
+ *            while another still has it open (each opener holds a
+ *            shared flock on its own open of the memfd).
  *
  * All shared state is under one mutex: the table, the streams' queues and
  * counters, the events. Workers drop it while an operation runs.
@@ -40,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,7 +61,7 @@ enum { EMU_DELAY_MAX_US = 200 };
 typedef struct {
     char *base;
     size_t nbytes;
-    int fd;     /* the memfd; -1 for an opened mapping */
+    int fd;     /* the memfd (an opened mapping's: its own open of it) */
     int opened; /* by ipc_open */
     int users;  /* operations running on it; guard: accessible while > 0 */
 } emu_region_t;
@@ -87,7 +93,8 @@ typedef struct {
 struct ring_event {
     uint64_t stream_id, seq;
     emu_shared_event_t *shared;
-    int fd; /* shared's memfd, for ipc_event_create's handle; else -1 */
+    int fd;       /* shared's memfd (the handle's, or this open's); or -1 */
+    int exported; /* made by ipc_event_create */
     int refs;
 };
 
@@ -110,6 +117,33 @@ static _Atomic uint64_t emu_host_waits;
 uint64_t ring__dev_emu_host_waits(void)
 {
     return atomic_load(&emu_host_waits);
+}
+
+/* What CUDA leaves undefined, seen (ring__dev_emu_misuses). */
+static _Atomic uint64_t emu_misuses;
+
+uint64_t ring__dev_emu_misuses(void)
+{
+    return atomic_load(&emu_misuses);
+}
+
+/* An opener's hold on another process's memfd, through its own open of
+ * it: released when that fd is closed (ipc_close, the event's end). */
+static void emu_hold_open(int fd)
+{
+    (void)flock(fd, LOCK_SH | LOCK_NB);
+}
+
+/* Before the exporter frees what fd backs: another process still holding
+ * it open is a misuse (cudaIpcCloseMemHandle's and
+ * cudaIpcOpenEventHandle's notes: undefined), logged and counted. */
+static void emu_check_unheld(const char *func, const void *what, int fd)
+{
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) return;
+    atomic_fetch_add(&emu_misuses, 1);
+    ring__log("%s: %p is still open in another process, which must close "
+              "it first (CUDA leaves this undefined)",
+              func, what);
 }
 
 void ring__dev_emu_configure(ring__emu_mode_t mode, unsigned long seed)
@@ -162,7 +196,7 @@ static int emu_map(const char *func, int fd, size_t nbytes, int opened,
         goto out;
     }
     r->nbytes = nbytes;
-    r->fd = opened ? -1 : fd;
+    r->fd = fd;
     r->opened = opened;
     emu.regions[emu.nregions++] = r;
     *p = r->base;
@@ -204,8 +238,9 @@ static int emu_unmap(const char *func, void *p, int opened)
                          : "an emulated device allocation");
         goto out;
     }
+    if (!opened) emu_check_unheld(func, p, r->fd);
     munmap(r->base, r->nbytes);
-    if (r->fd >= 0) close(r->fd);
+    close(r->fd);
     free(r);
     status = RING_OK;
 out:
@@ -533,7 +568,9 @@ static void emu_event_unref(ring_event_t *e)
  * runs: queued operations hold an interprocess event until they ran. */
 static int emu_event_destroy(ring_event_t *e)
 {
-    if (e) emu_event_unref(e);
+    if (!e) return RING_OK;
+    if (e->exported) emu_check_unheld("event_destroy", (void *)e, e->fd);
+    emu_event_unref(e);
     return RING_OK;
 }
 
@@ -991,8 +1028,9 @@ static int emu_ipc_open(const ring_ipc_handle_t *h, void **p)
     int fd = emu_ipc_fd("ipc_open", h, EMU_IPC_MAGIC, "ipc_export", &ipc,
                         &status);
     if (fd < 0) return status;
+    emu_hold_open(fd);
     status = emu_map("ipc_open", fd, (size_t)ipc.nbytes, 1, p);
-    close(fd); /* the mapping keeps the memory */
+    if (status != RING_OK) close(fd);
     return status;
 }
 
@@ -1005,9 +1043,8 @@ static int emu_ipc_close(void *p)
  * handed over as memory is. */
 enum { EMU_IPC_EVENT_MAGIC = 0x68766576 }; /* "hvev" */
 
-/* e over fd's page, mapped here; fd stays open when keep_fd. */
-static int emu_event_map(const char *func, int fd, int keep_fd,
-                         ring_event_t **e)
+/* e over fd's page, mapped here, keeping fd. */
+static int emu_event_map(const char *func, int fd, ring_event_t **e)
 {
     void *page = mmap(NULL, sizeof(emu_shared_event_t),
                       PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -1021,7 +1058,7 @@ static int emu_event_map(const char *func, int fd, int keep_fd,
         return status;
     }
     (*e)->shared = page;
-    (*e)->fd = keep_fd ? fd : -1;
+    (*e)->fd = fd;
     return RING_OK;
 }
 
@@ -1036,11 +1073,12 @@ static int emu_ipc_event_create(ring_event_t **e, ring_ipc_handle_t *h)
         if (fd >= 0) close(fd);
         return RING_ERR_NOMEM;
     }
-    int status = emu_event_map("ipc_event_create", fd, 1, e);
+    int status = emu_event_map("ipc_event_create", fd, e);
     if (status != RING_OK) {
         close(fd);
         return status;
     }
+    (*e)->exported = 1;
     emu_ipc_t ipc = {.magic = EMU_IPC_EVENT_MAGIC,
                      .nbytes = sizeof(emu_shared_event_t),
                      .pid = (int32_t)getpid(), .fd = fd};
@@ -1056,8 +1094,9 @@ static int emu_ipc_event_open(const ring_ipc_handle_t *h, ring_event_t **e)
     int fd = emu_ipc_fd("ipc_event_open", h, EMU_IPC_EVENT_MAGIC,
                         "ipc_event_create", &ipc, &status);
     if (fd < 0) return status;
-    status = emu_event_map("ipc_event_open", fd, 0, e);
-    close(fd); /* the mapping keeps the page */
+    emu_hold_open(fd);
+    status = emu_event_map("ipc_event_open", fd, e);
+    if (status != RING_OK) close(fd);
     return status;
 }
 

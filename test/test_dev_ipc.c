@@ -14,6 +14,10 @@
  * pattern out. Under delay the pattern lands milliseconds after the
  * record, so a wait that does not hold reads the old one; the second
  * round records the event again, and the wait must see the new record.
+ *
+ * Each owner frees its memory and events only after every peer closed
+ * them, and the emulator must count no misuse; then rank 0 frees a
+ * buffer and an event that rank 1 still has open, and it must count two.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <mpi.h>
@@ -98,11 +102,49 @@ static void test_events(const ring_dev_t *dev, ring_stream_t *s, char *mem,
         TEST_EQ(done, 1);
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); /* read before rewritten */
     }
-    for (int r = 0; r < size; r++) DEV_OK(dev->event_destroy(ev[r]));
+    /* the peers' events first, everywhere, then our own */
+    for (int r = 0; r < size; r++)
+        if (r != rank) DEV_OK(dev->event_destroy(ev[r]));
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    DEV_OK(dev->event_destroy(ev[rank]));
     free(ev);
     free(all);
     free(back);
     free(host);
+}
+
+/* The emulator counts what CUDA leaves undefined: rank 0 frees memory
+ * and destroys an event that it exported while rank 1 still has them
+ * open (two misuses on rank 0); rank 1 then closes its copies, which is
+ * no misuse. */
+static void test_misuse(const ring_dev_t *dev, int rank)
+{
+    uint64_t before = ring__dev_emu_misuses();
+    void *mem = NULL, *opened = NULL;
+    ring_event_t *ev = NULL, *opened_ev = NULL;
+    ring_ipc_handle_t h[2];
+    memset(h, 0, sizeof h);
+    if (rank == 0) {
+        DEV_OK(dev->alloc(&mem, 4096));
+        DEV_OK(dev->ipc_export(mem, &h[0]));
+        DEV_OK(dev->ipc_event_create(&ev, &h[1]));
+    }
+    MPI_CHECK(MPI_Bcast(h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (rank == 1) {
+        DEV_OK(dev->ipc_open(&h[0], &opened));
+        DEV_OK(dev->ipc_event_open(&h[1], &opened_ev));
+    }
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); /* open on rank 1 */
+    if (rank == 0) {
+        DEV_OK(dev->release(mem));
+        DEV_OK(dev->event_destroy(ev));
+    }
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); /* freed too early */
+    if (rank == 1) {
+        DEV_OK(dev->ipc_close(opened));
+        DEV_OK(dev->event_destroy(opened_ev));
+    }
+    TEST_EQ(ring__dev_emu_misuses() - before, rank == 0 ? 2u : 0u);
 }
 
 int main(int argc, char **argv)
@@ -172,6 +214,9 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); /* closed before released */
     DEV_OK(dev->release(mem));
     DEV_OK(dev->stream_destroy(s));
+    /* every free above came after the peers closed */
+    TEST_EQ(ring__dev_emu_misuses(), 0u);
+    if (size >= 2) test_misuse(dev, rank);
     free(host);
     free(back);
     free(all);

@@ -480,6 +480,8 @@ int main(int argc, char **argv)
                   ctx->ipc ? "opened" : "did not open");
     ring_ctx_free(&ctx);
     dev->stream_destroy(stream);
+    /* nothing exported was freed while another rank had it open */
+    if (emulated) TEST_EQ(ring__dev_emu_misuses(), 0u);
 
     int failed = test_failures, any;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
