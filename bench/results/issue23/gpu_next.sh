@@ -19,34 +19,34 @@
 #      cuDNN (the default) against torch: the target is >= 1.0x;
 #   3b. the cnn the same way with HVD_CONV_TF32=1, cuDNN's convolutions
 #      in TF32 as torch's are by default: whether TF32 is the gap;
-#   4. ours at 4 ranks sharing the GPU, mlp and cnn at batch 64, one
+#   4. where a 1-rank step's time goes (the issue asks for a profile at
+#      batch 64, where small batches are launch-bound): bench/model_perf
+#      --device cuda, the model's step alone (kernels and launches, the
+#      host waiting for the loss as training does), mlp and cnn at 64 and
+#      512, to set beside ct64's and ct512's train_fmnist steps;
+#   5. ours at 4 ranks sharing the GPU, mlp and cnn at batch 64, one
 #      run each (the issue asks for 2 and 4 ranks against 1; ct64 has 1
 #      and 2);
-#   5. the 2-rank cnn three ways, alternated, two runs each: as it is;
+#   6. the 2-rank cnn three ways, alternated, two runs each: as it is;
 #      HVD_INTRANODE=shm, under which a group under 4 KiB (conv1's
 #      gradients, 3.3 KB, the last that backward finishes) goes through
 #      the device slabs (one wait for the device) instead of over MPI
 #      staged through the host: whether ring should take the slabs for
 #      device calls of every size; HVD_CYCLE_TIME=5, fewer and larger
 #      groups a step (each group is a turn on the shared GPU);
-#   6. where a 2-rank cnn step's time goes: HVD_TIMELINE over 300 steps,
+#   7. where a 2-rank cnn step's time goes: HVD_TIMELINE over 300 steps,
 #      summed by phase (bench/timeline_phases.py, the first 2 s dropped);
-#   6b. where a 1-rank step's time goes (the issue asks for a profile at
-#      batch 64, where small batches are launch-bound):
-#      bench/model_perf --device cuda, the model's step alone (kernels and
-#      launches, the host waiting for the loss as training does), mlp and
-#      cnn at 64 and 512, to set beside ct64's and ct512's train_fmnist
-#      steps; and nsys's kernel and API summaries of 200 cnn steps at 1
-#      rank, batch 64, when the node has nsys;
-#   7. the cnn at batch 512 with HVD_CONV=im2col (the reference).
+#   8. nsys's kernel and API summaries of 200 cnn steps at 1 rank, batch
+#      64, when the node has nsys;
+#   9. the cnn at batch 512 with HVD_CONV=im2col (the reference).
 #
 # The build and gpu-check's work stay in WORK (/tmp/gpu_next), outside
 # OUT, which comes back whole; gpu-check's logs and summary are copied to
 # OUT/gpu-check when the script ends, however it ends. Fashion-MNIST:
 # DATA, else .dev/fmnist when carried, else the programs' default folder
 # (train_gpu.sh then trains on noise). The figures to read are the
-# tables at the end of OUT/ct64.txt and OUT/ct512_*.txt, OUT/np4.txt
-# and OUT/variants.txt.
+# tables at the end of OUT/ct64.txt and OUT/ct512_*.txt,
+# OUT/model_perf.txt, OUT/np4.txt and OUT/variants.txt.
 set -u
 [ $# -eq 1 ] || { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 2; }
 out=$(mkdir -p "$1" && cd "$1" && pwd) || exit 2
@@ -106,6 +106,14 @@ fits ct512_cudnn 80 &&
 fits ct512_tf32 45 &&
     HVD_CONV_TF32=1 ct ct512_tf32 --models cnn --ranks 1 --batch-size 512 \
         --steps-cnn 200
+if fits model_perf 25; then
+    for model in mlp cnn; do
+        for batch in 64 512; do
+            timeout 20 bench/model_perf --device cuda --model $model \
+                --batch-size $batch --steps 50 --reps 5 2>&1
+        done
+    done | tee "$out/model_perf.txt"
+fi
 if fits np4 40; then
     for model in mlp cnn; do
         printf '%s at 4 ranks: ' "$model"
@@ -127,23 +135,14 @@ if fits timeline 20; then
     python3 bench/timeline_phases.py "$out/timeline_cnn_np2.json" 2 |
         tee "$out/timeline_phases.txt"
 fi
-if fits profile 60; then
-    for model in mlp cnn; do
-        for batch in 64 512; do
-            timeout 20 bench/model_perf --device cuda --model $model \
-                --batch-size $batch --steps 50 --reps 5 2>&1
-        done
-    done | tee "$out/model_perf.txt"
-    if command -v nsys > /dev/null; then
-        timeout 60 nsys profile --force-overwrite true --stats=true \
-            -o "$work/nsys_cnn64" examples/train_fmnist \
-            ${data:+--data "$data"} --model cnn --device cuda \
-            --batch-size 64 --max-steps 200 --epochs 100 \
-            > "$out/nsys_cnn64.txt" 2>&1
-        echo "nsys rc=$? at $((SECONDS - t0))s"
-    else
-        echo "no nsys on this node: model_perf.txt only"
-    fi
+if ! command -v nsys > /dev/null; then
+    echo "no nsys on this node: model_perf.txt only"
+elif fits nsys 60; then
+    timeout 60 nsys profile --force-overwrite true --stats=true \
+        -o "$work/nsys_cnn64" examples/train_fmnist ${data:+--data "$data"} \
+        --model cnn --device cuda --batch-size 64 --max-steps 200 \
+        --epochs 100 > "$out/nsys_cnn64.txt" 2>&1
+    echo "nsys rc=$? at $((SECONDS - t0))s"
 fi
 fits ct512_im2col 45 &&
     HVD_CONV=im2col ct ct512_im2col --models cnn --ranks 1 \
