@@ -107,7 +107,7 @@ int trainer_device_choose(const char **device, int *automatic)
     int gpu = model_device_available(MODEL_DEVICE_CUDA, &why);
     *automatic = !strcmp(*device, "auto");
     if (*automatic) *device = gpu ? "cuda" : "cpu";
-    /* The CPU refuses a bad HVD_CONV too. */
+    /* The CPU refuses a bad HVD_CONV or HVD_CONV_TF32 too. */
     if (!strcmp(*device, "cuda")
             ? !gpu
             : !model_device_available(MODEL_DEVICE_CPU, &why))

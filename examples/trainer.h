@@ -43,7 +43,7 @@ int trainer_flags_agree(int refused, const trainer_flag_t *flags, size_t n);
  * compared, so that the ranks compare choices: *device becomes "cpu" or
  * "cuda", *automatic says whether auto chose it. 0, or -1 refused
  * (prog_refuse: cuda where none can be used, or any device when HVD_CONV
- * has a bad value, saying why). */
+ * or HVD_CONV_TF32 has a bad value, saying why). */
 int trainer_device_choose(const char **device, int *automatic);
 
 /* ---- hvd's DistributedOptimizer over a model's SGD ---- */

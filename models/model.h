@@ -60,8 +60,9 @@ void model_setup_cpu(void);
 typedef enum { MODEL_DEVICE_CPU, MODEL_DEVICE_CUDA } model_device_t;
 
 /* Whether models can run on device here: 1, or 0 with *why (may be NULL)
- * saying why not (a build without CUDA, no GPU visible, HVD_CONV's value
- * not one models/README.md lists). The CPU can unless HVD_CONV is bad. */
+ * saying why not (a build without CUDA, no GPU visible, HVD_CONV or
+ * HVD_CONV_TF32 set to a value models/README.md does not list). The CPU
+ * can unless one of those is bad. */
 int model_device_available(model_device_t device, const char **why);
 
 /* "cpu" or "cuda"; NULL for other values. */
@@ -151,8 +152,8 @@ typedef struct {
  * in slab order from a splitmix64 generator seeded with `seed`; biases 0.
  * The same seed and shape give bitwise the same weights on every machine.
  * Returns MODEL_OK, MODEL_ERR_ARG (unknown kind, batch_max < 1, a shape out
- * of range or too small for the model, HVD_CONV set to a value
- * models/README.md does not list) or MODEL_ERR_NOMEM; on failure *m holds
+ * of range or too small for the model, HVD_CONV or HVD_CONV_TF32 set to a
+ * value models/README.md does not list) or MODEL_ERR_NOMEM; on failure *m holds
  * nothing and needs no model_free. On the CPU. */
 int model_init_shape(model_t *m, const char *kind, int channels, int height,
                      int width, int batch_max, uint64_t seed);
