@@ -153,8 +153,8 @@ typedef struct {
  * The same seed and shape give bitwise the same weights on every machine.
  * Returns MODEL_OK, MODEL_ERR_ARG (unknown kind, batch_max < 1, a shape out
  * of range or too small for the model, HVD_CONV or HVD_CONV_TF32 set to a
- * value models/README.md does not list) or MODEL_ERR_NOMEM; on failure *m holds
- * nothing and needs no model_free. On the CPU. */
+ * value models/README.md does not list) or MODEL_ERR_NOMEM; on failure *m
+ * holds nothing and needs no model_free. On the CPU. */
 int model_init_shape(model_t *m, const char *kind, int channels, int height,
                      int width, int batch_max, uint64_t seed);
 
