@@ -321,9 +321,14 @@ int ring_ctx_register(ring_ctx_t *ctx, void *buf, size_t nbytes)
      * rank decides alike (the context and the tuning agree). */
     if (!dev || !ctx->shm || !tuning->ipc || size < 2) goto out;
     RING_CHECK(ring__ipc_of(ctx, dev, tuning, &ipc));
+    /* Only device memory is opened by the others: host memory registers
+     * nothing there (as a rank that cannot export), without a failed
+     * export logged on every rank. */
+    void *shared =
+        ring_is_device_memory(ctx->registered) ? ctx->registered : NULL;
     if (ipc)
-        RING_CHECK(ring__ipc_register(ipc, ctx->registered,
-                                      ctx->registered_bytes));
+        RING_CHECK(ring__ipc_register(ipc, shared,
+                                      shared ? ctx->registered_bytes : 0));
 out:
     return status;
 }
