@@ -24,12 +24,19 @@ typedef struct {
     _Alignas(64) _Atomic uint64_t reduced;  /* ... of the own block done */
     _Alignas(64) _Atomic uint64_t released; /* chunks after which this rank
                                                reads no other rank's memory */
+    _Alignas(64) _Atomic uint64_t failed;   /* ipc.c: non-zero once this
+                                               rank gave up a call midway */
 } ring__ctl_t;
 
 /* Until *counter >= target: spin a little (the other rank is usually a few
  * hundred nanoseconds away), then give the core up between looks: with
- * more ranks than cores the rank waited for may need this one. */
-static inline void ring__ctl_wait(_Atomic uint64_t *counter, uint64_t target)
+ * more ranks than cores the rank waited for may need this one. Unless a
+ * rank of ctl (n of them; none when n is 0) sets its failed first, which
+ * is looked at once the spins are over (a rank that gave up is never a
+ * few hundred nanoseconds away): RING_OK, or RING_ERR_STATE then. */
+static inline int ring__ctl_wait_unless_failed(_Atomic uint64_t *counter,
+                                               uint64_t target,
+                                               ring__ctl_t *const *ctl, int n)
 {
     for (int spins = 0;
          atomic_load_explicit(counter, memory_order_acquire) < target;
@@ -38,10 +45,20 @@ static inline void ring__ctl_wait(_Atomic uint64_t *counter, uint64_t target)
 #if defined(__x86_64__) || defined(__i386__)
             __builtin_ia32_pause();
 #endif
-        } else {
-            sched_yield();
+            continue;
         }
+        for (int r = 0; r < n; r++)
+            if (atomic_load_explicit(&ctl[r]->failed, memory_order_relaxed))
+                return RING_ERR_STATE;
+        sched_yield();
     }
+    return RING_OK;
+}
+
+/* The same, between ranks that cannot fail midway (shm.c's). */
+static inline void ring__ctl_wait(_Atomic uint64_t *counter, uint64_t target)
+{
+    (void)ring__ctl_wait_unless_failed(counter, target, NULL, 0);
 }
 
 /* Publishes value: what was written before is seen by whoever reads it

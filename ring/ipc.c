@@ -82,6 +82,16 @@
  * from the host's side), and only then published as reduced:
  * as shm.c's hierarchical stage does, so the result is its own. An
  * AVERAGE is summed in both stages and divided once.
+ *
+ * A rank whose call fails midway (a refused launch or wait, a sticky
+ * error from its stream) sets its "failed" counter: the others' waits
+ * for its counters, which would never come, end with RING_ERR_STATE,
+ * naming it, and every later call through the window fails at once on
+ * every rank, as the counters no longer agree. On the device nothing
+ * waits forever for it: a wait for an event it did not record again is
+ * a wait for its last record, already through; unless its context is
+ * broken and its queued work never ends, which the others' streams
+ * cannot tell.
  */
 #include <stdlib.h>
 #include "ring/ctl.h"
@@ -106,6 +116,7 @@ struct ring__ipc {
     int nranks;             /* every node's ranks together */
     ring_shm_t *flags;      /* the counters' window */
     ring__ctl_t **ctl;      /* every rank's counters */
+    int saw_failed;         /* another rank gave up (logged) */
     ring_event_t **posted_ev;  /* every rank's, recorded with "posted" */
     ring_event_t **reduced_ev; /* every rank's, recorded with "reduced" */
 };
@@ -124,7 +135,10 @@ void ring__ipc_free(ring__ipc_t **ipcp)
 {
     ring__ipc_t *ipc = ipcp ? *ipcp : NULL;
     if (!ipc) return;
-    /* Nobody may still read a slab we close or free. */
+    /* Our stream's work done (a call that failed midway may have left
+     * some queued), and nobody else's still reading a slab we close or
+     * free. */
+    if (ipc->stream) (void)ipc->dev->stream_sync(ipc->stream);
     if (ipc->comm != MPI_COMM_NULL) MPI_Barrier(ipc->comm);
     ring__ipc_unregister(ipc);
     /* The others' slabs and events closed first, on every rank, then our
@@ -300,13 +314,41 @@ int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
     return RING_OK;
 }
 
-/* Every rank's counter `which` at least target (this rank's own too). */
-static void ring__ipc_wait_all(ring__ipc_t *ipc, size_t which,
-                               uint64_t target)
+/* RING_ERR_STATE when a rank of the node gave up a call midway (its
+ * failed counter: 1 for its own failure, 2 for one it saw elsewhere),
+ * said once, naming the first rank that failed by itself; every later
+ * call fails too, as the ranks' counters no longer agree. Else RING_OK. */
+static int ring__ipc_check_failed(ring__ipc_t *ipc)
 {
-    for (int r = 0; r < ipc->size; r++)
-        ring__ctl_wait((_Atomic uint64_t *)((char *)ipc->ctl[r] + which),
-                       target);
+    int who = -1;
+    for (int r = 0; r < ipc->size; r++) {
+        uint64_t f =
+            atomic_load_explicit(&ipc->ctl[r]->failed, memory_order_relaxed);
+        if (f && (who < 0 || f == 1)) who = r;
+        if (f == 1) break;
+    }
+    if (who < 0) return RING_OK;
+    if (!ipc->saw_failed)
+        ring__log("a device allreduce through the node's IPC window: rank "
+                  "%d of the node gave up midway (its log says why); this "
+                  "call fails, and so will every later one through the "
+                  "window",
+                  who);
+    ipc->saw_failed = 1;
+    return RING_ERR_STATE;
+}
+
+/* Until rank r's counter `which` is at least target; RING_ERR_STATE
+ * instead when a rank gives up midway, which would never set it. */
+static int ring__ipc_wait(ring__ipc_t *ipc, int r, size_t which,
+                          uint64_t target)
+{
+    _Atomic uint64_t *counter =
+        (_Atomic uint64_t *)((char *)ipc->ctl[r] + which);
+    if (ring__ctl_wait_unless_failed(counter, target, ipc->ctl, ipc->size) ==
+        RING_OK)
+        return RING_OK;
+    return ring__ipc_check_failed(ipc);
 }
 
 /* One chunk: bufs[r] where rank r's data lies (its half of the slab, or
@@ -339,7 +381,8 @@ static int ring__ipc_gather(ring__ipc_t *ipc, const ring__ipc_chunk_t *done)
     int status = RING_OK;
     for (int r = 0; r < ipc->size; r++) {
         size_t len, at = ring__ipc_block(ipc, done, r, &len);
-        ring__ctl_wait(&ipc->ctl[r]->reduced, done->g + 1);
+        RING_CHECK(ring__ipc_wait(ipc, r, offsetof(ring__ctl_t, reduced),
+                                  done->g + 1));
         if (len == 0 || done->bufs[r] + at == done->dst + at) continue;
         if (r != ipc->rank)
             RING_CHECK(ipc->dev->stream_wait(ipc->stream, ipc->reduced_ev[r]));
@@ -405,7 +448,8 @@ static int ring__ipc_reduce(ring__ipc_t *ipc, const ring__ipc_chunk_t *k)
     ring_op_t op = ipc->across && average ? RING_SUM : c->op;
     for (int r = 0; r < ipc->size; r++) {
         inputs[r] = k->bufs[r] + at;
-        ring__ctl_wait(&ipc->ctl[r]->posted, k->g + 1);
+        RING_CHECK(ring__ipc_wait(ipc, r, offsetof(ring__ctl_t, posted),
+                                  k->g + 1));
         /* Even with no block here: this wait is what orders the next
          * copy into the half after r's reads of it (see the top). */
         if (r != ipc->rank)
@@ -435,8 +479,9 @@ out:
 static int ring__ipc_chunks(ring__ipc_t *ipc, const ring__coll_t *c,
                             const char *src, char *dst, size_t per_chunk)
 {
-    int status = RING_OK;
+    int status = ring__ipc_check_failed(ipc);
     ring__ipc_chunk_t k[2], *last = NULL;
+    if (status != RING_OK) return status;
     /* Ahead of the first copy in and the first "posted": nobody reads the
      * caller's buffer before its writes are done. */
     if (c->ready) RING_CHECK(ipc->dev->stream_wait(ipc->stream, c->ready));
@@ -455,6 +500,9 @@ static int ring__ipc_chunks(ring__ipc_t *ipc, const ring__coll_t *c,
     }
     if (last) RING_CHECK(ring__ipc_turn(ipc, last, NULL));
 out:
+    /* The others would wait for this rank's counters forever. */
+    if (status != RING_OK)
+        ring__ctl_set(&ipc->ctl[ipc->rank]->failed, ipc->saw_failed ? 2 : 1);
     return status;
 }
 
@@ -507,7 +555,9 @@ int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c)
     RING_CHECK(ring__ipc_chunks(ipc, c, NULL, ipc->reg[ipc->rank],
                                 c->count));
     /* The buffer is the caller's again once nobody reads it. */
-    ring__ipc_wait_all(ipc, offsetof(ring__ctl_t, released), ipc->nchunks);
+    for (int r = 0; r < ipc->size; r++)
+        RING_CHECK(ring__ipc_wait(ipc, r, offsetof(ring__ctl_t, released),
+                                  ipc->nchunks));
 out:
     return status;
 }

@@ -452,6 +452,36 @@ static void test_refused(void)
     dev->release(d);
 }
 
+/* A rank whose call fails midway must not leave the node's others
+ * waiting for it. On the emulated device rank 1's input is shorter than
+ * the call, which the device refuses when its copy in is queued (CUDA
+ * would read past it; any failure there, a refused launch or a sticky
+ * error, leaves the call the same way): every rank's call fails, none
+ * hangs, and the window refuses the next call everywhere, its counters
+ * no longer agreeing. A context of its own, whose window is then left
+ * unusable. Where the main context took the window (ctx->ipc). */
+static void test_peer_gives_up(const ring_ctx_opts_t *opts)
+{
+    const size_t count = 8192, nbytes = count * sizeof(float); /* 32 KiB */
+    ring_ctx_t *mine = NULL;
+    snprintf(case_name, sizeof case_name, "peer gives up n=%d", size);
+    expect_ok(ring_ctx_create(MPI_COMM_WORLD, opts, &mine), "ring_ctx_create");
+    if (!mine) return;
+    /* past a chunk's start, whatever the chunk: one straddles the end */
+    char *in = dev_alloc(rank == 1 ? nbytes / 2 + 100 : nbytes);
+    char *good = dev_alloc(nbytes), *out = dev_alloc(nbytes);
+    TEST_EQ(ring_ctx_allreduce(mine, in, out, count, RING_FLOAT32, RING_SUM),
+            rank == 1 ? RING_ERR_ARG : RING_ERR_STATE);
+    TEST_TRUE(mine->ipc != NULL);
+    TEST_EQ(ring_ctx_allreduce(mine, good, out, count, RING_FLOAT32,
+                               RING_SUM),
+            RING_ERR_STATE);
+    ring_ctx_free(&mine);
+    dev->release(in);
+    dev->release(good);
+    dev->release(out);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const env_options[][2] = {
@@ -504,6 +534,7 @@ int main(int argc, char **argv)
     if ((ctx->ipc != NULL) != want_ipc)
         TEST_FAIL("%s: the context %s device slabs across the node", case_name,
                   ctx->ipc ? "opened" : "did not open");
+    if (ctx->ipc && emulated) test_peer_gives_up(&opts);
     ring_ctx_free(&ctx);
     dev->stream_destroy(stream);
     /* nothing exported was freed while another rank had it open */
