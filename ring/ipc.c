@@ -87,11 +87,13 @@
  * error from its stream) sets its "failed" counter: the others' waits
  * for its counters, which would never come, end with RING_ERR_STATE,
  * naming it, and every later call through the window fails at once on
- * every rank, as the counters no longer agree. On the device nothing
- * waits forever for it: a wait for an event it did not record again is
- * a wait for its last record, already through; unless its context is
- * broken and its queued work never ends, which the others' streams
- * cannot tell.
+ * every rank, as the counters no longer agree. That holds within the
+ * node: the ranks of other nodes (hierarchical) meet it in MPI, where a
+ * rank that gave up leaves them waiting as in any host call. On the
+ * device nothing waits forever for it: a wait for an event it did not
+ * record again is a wait for its last record, already through; unless
+ * its context is broken and its queued work never ends, which the
+ * others' streams cannot tell.
  */
 #include <stdlib.h>
 #include "ring/ctl.h"
