@@ -1,7 +1,8 @@
 /* test/fuzz/fuzz_env.c: the environment's parsers: hvd's HVD_* settings
  * (hvd/config.c, hvd__config_read at hvd_init) and ring's tuning
  * (ring/status.c, ring__tuning_parse, as the first collective or
- * ring_check_env reads it).
+ * ring_check_env reads it), and the models' HVD_CONV and HVD_CONV_TF32
+ * (models/backend.c, model__conv_ask, as a model's table opens).
  *
  * Input: text lines NAME=VALUE; each NAME of ours is set to VALUE (up to
  * the line's end), the others are left unset, and lines naming other
@@ -10,7 +11,7 @@
  * here (test/README.md's table): sizes are digits with an optional K/M/G
  * (ring's also within 64 (0 for HVD_RING_SMALL_BYTES) .. 2^30); times are numbers >= 0 (cycle time at most 60000 ms); names one
  * of the listed words (any case for hvd, exact for ring's algorithm and
- * HVD_RING_CHECK);
+ * HVD_RING_CHECK, and for the models');
  * paths under 4096 bytes. An accepted environment must give exactly those
  * values, and the defaults for what is unset or empty; a refused one a
  * message on stderr naming the first bad variable (captured here, which
@@ -26,6 +27,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "hvd/config.h"
+#include "models/backend.h"
 #include "ring/ring_internal.h"
 #include "test/fuzz/fuzz.h"
 
@@ -45,6 +47,8 @@ static const char *const vars[] = {"HVD_FUSION_THRESHOLD",
                                    "HVD_RING_SMALL_BYTES",
                                    "HVD_SHM_SEGMENT_BYTES",
                                    "HVD_SHM_STREAM",
+                                   "HVD_CONV",
+                                   "HVD_CONV_TF32",
                                    NULL};
 
 /* Sets the input's variables of ours; unsets the rest of them. */
@@ -160,15 +164,19 @@ static int name_rule(const char *text, const char *const *names, int exact,
 
 /* Checks a parser's status against the rules' verdict, bad (the first
  * variable they refuse, or NULL), and that a refusal's message, said,
- * names it. Returns whether the values are to be compared. */
+ * names it as "NAME=" (so that HVD_CONV is not found in HVD_CONV_TF32's).
+ * Returns whether the values are to be compared. */
 _Static_assert((int)RING_OK == (int)HVD_OK &&
                    (int)RING_ERR_ARG == (int)HVD_ERR_ARG,
                "ring and hvd share their status codes");
 static int judged(int status, const char *bad, const char *said)
 {
+    char named[64];
     FUZZ_CHECK(status == (bad ? HVD_ERR_ARG : HVD_OK));
-    FUZZ_CHECK(!bad || strstr(said, bad) != NULL);
-    return !bad;
+    if (!bad) return 1;
+    snprintf(named, sizeof named, "%s=", bad);
+    FUZZ_CHECK(strstr(said, named) != NULL);
+    return 0;
 }
 
 /* For variable name: t = its text (NULL when unset); when set, evaluates
@@ -263,10 +271,27 @@ static void check_ring(void)
     FUZZ_CHECK(got.shm_stream == want.shm_stream);
 }
 
+static void check_models(void)
+{
+    /* In model__conv_ask_path_t's order, after DEFAULT. */
+    static const char *const paths[] = {"cudnn", "im2col", NULL};
+    static const char *const bools[] = {"0", "1", NULL};
+    model__conv_ask_t want = {MODEL__CONV_ASK_DEFAULT, 0}, got;
+    const char *t, *bad = NULL, *why = "";
+    int i;
+    RULE("HVD_CONV", name_rule(t, paths, 1, &i));
+    if (t) want.path = (model__conv_ask_path_t)(1 + i);
+    RULE("HVD_CONV_TF32", name_rule(t, bools, 1, &want.tf32));
+    int status = model__conv_ask(&got, &why) == 0 ? HVD_OK : HVD_ERR_ARG;
+    if (!judged(status, bad, why)) return;
+    FUZZ_CHECK(got.path == want.path && got.tf32 == want.tf32);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     set_env(data, size);
     check_hvd();
     check_ring();
+    check_models();
     return 0;
 }
