@@ -127,15 +127,8 @@ uint64_t ring__dev_emu_misuses(void)
     return atomic_load(&emu_misuses);
 }
 
-/* An opener's hold on another process's memfd, through its own open of
- * it: released when that fd is closed (ipc_close, the event's end). */
-static void emu_hold_open(int fd)
-{
-    (void)flock(fd, LOCK_SH | LOCK_NB);
-}
-
 /* Before the exporter frees what fd backs: another process still holding
- * it open is a misuse (cudaIpcCloseMemHandle's and
+ * it open (emu_ipc_fd's flock) is a misuse (cudaIpcCloseMemHandle's and
  * cudaIpcOpenEventHandle's notes: undefined), logged and counted. */
 static void emu_check_unheld(const char *func, const void *what, int fd)
 {
@@ -993,7 +986,9 @@ static int emu_ipc_export(void *p, ring_ipc_handle_t *h)
 
 /* The exporter's memfd of h, opened here through /proc: h must come
  * from `maker` (its magic) in another process of this node. The fd, or
- * -1 with *status saying why (logged). */
+ * -1 with *status saying why (logged). The fd holds a shared flock, this
+ * opener's hold on the memory until it closes the fd (ipc_close, the
+ * event's end), which the exporter's free looks for (emu_check_unheld). */
 static int emu_ipc_fd(const char *func, const ring_ipc_handle_t *h,
                       uint64_t magic, const char *maker, emu_ipc_t *ipc,
                       int *status)
@@ -1016,7 +1011,9 @@ static int emu_ipc_fd(const char *func, const ring_ipc_handle_t *h,
                   "node?)",
                   func, path, strerror(errno));
         *status = RING_ERR_CUDA;
+        return -1;
     }
+    (void)flock(fd, LOCK_SH | LOCK_NB);
     return fd;
 }
 
@@ -1028,7 +1025,6 @@ static int emu_ipc_open(const ring_ipc_handle_t *h, void **p)
     int fd = emu_ipc_fd("ipc_open", h, EMU_IPC_MAGIC, "ipc_export", &ipc,
                         &status);
     if (fd < 0) return status;
-    emu_hold_open(fd);
     status = emu_map("ipc_open", fd, (size_t)ipc.nbytes, 1, p);
     if (status != RING_OK) close(fd);
     return status;
@@ -1094,7 +1090,6 @@ static int emu_ipc_event_open(const ring_ipc_handle_t *h, ring_event_t **e)
     int fd = emu_ipc_fd("ipc_event_open", h, EMU_IPC_EVENT_MAGIC,
                         "ipc_event_create", &ipc, &status);
     if (fd < 0) return status;
-    emu_hold_open(fd);
     status = emu_event_map("ipc_event_open", fd, e);
     if (status != RING_OK) close(fd);
     return status;
