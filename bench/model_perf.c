@@ -16,8 +16,9 @@
  * launches, and how much the loop around them (batches, hvd).
  *
  * Prints "MODEL batch B: T ms of CPU per step (best of R x K), N images/s"
- * ("T ms on cuda per step" on a GPU, "on cuda (emulated)" there). Exit status: 0, 1 (the model failed),
- * 2 (bad flags, or --device cuda where no GPU can be used).
+ * ("T ms on cuda per step" on a GPU, "on cuda (emulated)" there). Exit
+ * status: 0, 1 (the model failed), 2 (bad flags, or --device cuda where
+ * no GPU can be used).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
