@@ -195,7 +195,8 @@ static void hvd__fill_bits(hvd__loop_t *loop, hvd__bits_t *bits, double now)
 }
 
 /* Runs one response with this rank's requests for it (hvd__execute);
- * HVD_OK unless MPI failed, when the engine cannot go on. */
+ * HVD_OK unless this rank failed where the others did not (MPI, a device
+ * call), when the engine cannot go on. */
 static int hvd__run_response(hvd__loop_t *loop, const hvd__response_t *resp,
                              hvd_handle_t *hs, double ready_s)
 {

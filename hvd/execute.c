@@ -24,6 +24,7 @@
  * algorithm runs; hvd only passes HVD_INTRANODE,
  * HVD_HIERARCHICAL_ALLREDUCE and the fusion threshold (the window's slab)
  * on when it makes it. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "hvd/execute.h"
@@ -313,11 +314,44 @@ out:
     return status;
 }
 
+/* The device fusion buffer grown to want bytes on every rank, or on none:
+ * every rank grows it at the same response, so it is registered with ring
+ * together (the node's ranks then reduce it where it lies:
+ * ring_ctx_allreduce_registered), and a rank whose device is out of
+ * memory must not leave the others waiting for it there. On a failure
+ * anywhere every rank fails the group, naming the first rank that could
+ * not, and holds no buffer: the ranks stay in step, and the next group
+ * tries again. */
+static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want)
+{
+    int status = ring_ctx_register(hvd__ctx, NULL, 0);
+    /* The last group's unpack may still read it (hvd__dev_finish). */
+    if (status == HVD_OK) status = dev->stream_sync(hvd__dev.stream);
+    if (status == HVD_OK)
+        status = hvd__dev_grow(dev, &hvd__dev.fusion, &hvd__dev.fusion_cap,
+                               want);
+    int32_t mine = status == HVD_OK ? INT32_MAX : hvd__engine.rank, first;
+    int agreed = ring_ctx_allreduce(hvd__ctx, &mine, &first, 1, RING_INT32,
+                                    RING_MIN);
+    if (agreed != RING_OK) return agreed;
+    if (first == INT32_MAX)
+        return ring_ctx_register(hvd__ctx, hvd__dev.fusion,
+                                 hvd__dev.fusion_cap);
+    dev->release(hvd__dev.fusion);
+    hvd__dev.fusion = NULL;
+    hvd__dev.fusion_cap = 0;
+    hvd__log(HVD__LOG_ERROR, "rank %d could not make the device fusion "
+             "buffer of %zu bytes (HVD_FUSION_THRESHOLD, or the group's "
+             "size when larger): this group fails on every rank", (int)first,
+             want);
+    return status == HVD_OK ? HVD_ERR_NOMEM : status;
+}
+
 /* Several device allreduces of one dtype and op through the device fusion
  * buffer (HVD_FUSION_THRESHOLD bytes, made on first use, kept until
  * shutdown): pack, reduce in place, unpack. */
 static int hvd__run_fused_device(const hvd__response_t *resp,
-                                 hvd_handle_t *hs)
+                                 hvd_handle_t *hs, int *shared)
 {
     const ring_dev_t *dev = ring_dev();
     const hvd__desc_t *descs = resp->descs;
@@ -328,17 +362,10 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
     if (!copies) return HVD_ERR_NOMEM;
     if ((status = hvd__dev_stream(dev)) != HVD_OK) goto out;
     size_t want = total > threshold ? total : threshold;
-    if (hvd__dev.fusion_cap < want) {
-        /* Every rank grows it at the same response, so it is registered
-         * with ring together: the node's ranks then reduce it where it
-         * lies (ring_ctx_allreduce_registered). */
-        HVD_CHECK_DEV(ring_ctx_register(hvd__ctx, NULL, 0));
-        /* The last group's unpack may still read it (hvd__dev_finish). */
-        HVD_CHECK_DEV(dev->stream_sync(hvd__dev.stream));
-        HVD_CHECK_DEV(hvd__dev_grow(dev, &hvd__dev.fusion,
-                                    &hvd__dev.fusion_cap, want));
-        HVD_CHECK_DEV(ring_ctx_register(hvd__ctx, hvd__dev.fusion,
-                                        hvd__dev.fusion_cap));
+    if (hvd__dev.fusion_cap < want &&
+        (status = hvd__dev_fusion_grow(dev, want)) != HVD_OK) {
+        *shared = 1;
+        goto out;
     }
     double t0 = hvd__now();
     HVD_CHECK_DEV(hvd__await_callers(dev, hs, n, 1));
@@ -390,7 +417,7 @@ static int hvd__fuses_alone(const hvd__desc_t *d)
 int hvd__execute(const hvd__response_t *resp, hvd_handle_t *hs,
                  double ready_s)
 {
-    int n = resp->head.ndescs, status = resp->head.status;
+    int n = resp->head.ndescs, status = resp->head.status, shared = 0;
     double start = hvd__now();
     hvd__set_thread_error(""); /* what fails below says why, not before */
     for (int i = 0; i < n && hvd__timeline_on(); i++) {
@@ -404,7 +431,7 @@ int hvd__execute(const hvd__response_t *resp, hvd_handle_t *hs,
         if (n > 0 && hs[0]) hvd__log(HVD__LOG_ERROR, "%s", resp->head.message);
     } else if (n > 1 || (n == 1 && hvd__fuses_alone(&resp->descs[0]))) {
         status = resp->descs[0].mem == HVD__MEM_DEVICE
-                     ? hvd__run_fused_device(resp, hs)
+                     ? hvd__run_fused_device(resp, hs, &shared)
                      : hvd__run_fused(resp, hs);
     } else if (n == 1) {
         status = resp->descs[0].mem == HVD__MEM_DEVICE
@@ -417,5 +444,5 @@ int hvd__execute(const hvd__response_t *resp, hvd_handle_t *hs,
                                 start, hvd__now());
     }
     hvd__complete_many(hs, (size_t)n, status);
-    return status;
+    return shared ? resp->head.status : status;
 }

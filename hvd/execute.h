@@ -9,7 +9,10 @@
  * response->descs[i] (NULL where this rank has none, having joined: it
  * contributes zeros), and completes them. ready_s: when the ranks agreed
  * it was ready (the timeline's end of negotiation and start of
- * queueing). */
+ * queueing). response->head.status when every rank ran it alike (its
+ * requests may still have failed, on every rank: the device fusion
+ * buffer that one rank could not make), else this rank's own failure,
+ * after which the ranks are out of step. */
 int hvd__execute(const hvd__response_t *response, hvd_handle_t *hs,
                  double ready_s);
 /* Collective, before the engine starts: ring's context over

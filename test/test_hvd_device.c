@@ -24,7 +24,11 @@
  *   - bad input: mixed kinds in one request, NULL with count > 0, a
  *     stream for host memory, hvd_wait_stream without a stream;
  *   - join: ranks run out of steps at different times, a joined rank
- *     takes part with device zeros, fused and alone.
+ *     takes part with device zeros, fused and alone;
+ *   - with --fusion-oom R (alone, on the emulated device: its memory is
+ *     a file, which RLIMIT_FSIZE caps): rank R cannot make the device
+ *     fusion buffer; the group fails on every rank, each saying which
+ *     rank, and no rank waits for the others forever.
  *
  * Device memory is only touched through the device's copies, so the guard
  * mode faults on any host access hvd makes. Options: --emulate MODE sets
@@ -32,8 +36,10 @@
  * the test skips).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv, mkstemp; test/capture.h */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <mpi.h>
 #include "hvd/hvd.h"
@@ -381,6 +387,47 @@ static void test_join(void)
     device_allreduce_works("after.join");
 }
 
+/* ---- a rank out of device memory ---- */
+
+#define OOM_THRESHOLD "8M"
+
+/* Rank `who` runs out of device memory when the engine makes its fusion
+ * buffer (HVD_FUSION_THRESHOLD, set to OOM_THRESHOLD by main): the ranks
+ * either all make it or none does, so the others do not wait in ring for
+ * a rank that left the group (before: they did, forever). */
+static void test_fusion_oom(int who)
+{
+    enum { BIG = (9 << 20) / sizeof(float), SMALL = 64 };
+    /* Above the threshold, alone: ring's window is made, not the buffer. */
+    float *x = host_values(rank, 40, BIG), *d = dev_alloc(BIG);
+    dev_copy(d, x, BIG, 0);
+    TEST_EQ(hvd_allreduce(d, d, BIG, HVD_FLOAT32, HVD_SUM, "oom.big"),
+            HVD_OK);
+    dev_copy(x, d, BIG, 0);
+    expect_sum("oom.big", x, 40, BIG, size);
+    /* The emulated device's memory is a memfd: ftruncate fails past the
+     * soft limit, with EFBIG once SIGXFSZ is ignored. */
+    struct rlimit was;
+    TEST_EQ(getrlimit(RLIMIT_FSIZE, &was), 0);
+    if (rank == who) {
+        struct rlimit cap = {4 << 20, was.rlim_max};
+        signal(SIGXFSZ, SIG_IGN);
+        TEST_EQ(setrlimit(RLIMIT_FSIZE, &cap), 0);
+    }
+    char says[96];
+    snprintf(says, sizeof says, "rank %d could not make the device fusion "
+             "buffer", who);
+    /* Twice: the engine goes on, and tries again. */
+    for (int i = 0; i < 2; i++)
+        TEST_SAYS(hvd_allreduce(d, d, SMALL, HVD_FLOAT32, HVD_SUM,
+                                "oom.small"),
+                  HVD_ERR_NOMEM, says);
+    if (rank == who) TEST_EQ(setrlimit(RLIMIT_FSIZE, &was), 0);
+    device_allreduce_works("oom.after");
+    dev->release(d);
+    free(x);
+}
+
 /* ---- the timeline: did device tensors fuse? ---- */
 
 /* Lines of text holding both a and b. */
@@ -442,13 +489,19 @@ static void check_timeline(const char *path)
 
 int main(int argc, char **argv)
 {
+    int oom = -1;
     for (int i = 1; i + 1 < argc; i += 2)
         if (strcmp(argv[i], "--emulate") == 0) {
             setenv("HVD_DEVICE_EMULATE", argv[i + 1], 1);
             host_reads = strncmp(argv[i + 1], "delay", 5) == 0;
+        } else if (strcmp(argv[i], "--fusion-oom") == 0) {
+            oom = atoi(argv[i + 1]);
+            setenv("HVD_FUSION_THRESHOLD", OOM_THRESHOLD, 1);
         }
     dev = ring_dev();
     if (!dev) TEST_SKIP("no device: neither a GPU nor HVD_DEVICE_EMULATE");
+    if (oom >= 0 && dev != &ring__dev_emulated)
+        TEST_SKIP("--fusion-oom needs the emulated device");
     /* Only rank 0 writes the timeline; each rank names a file of its own,
      * so parallel runs do not collide. */
     char path[] = "/tmp/test_hvd_device.XXXXXX";
@@ -460,6 +513,13 @@ int main(int argc, char **argv)
     int status = test_hvd_start(&argc, &argv, &oracle, &rank, &size);
     if (status != 0) return status;
     if (dev->stream_create(&stream) != RING_OK) return TEST_HARD_ERROR;
+    if (oom >= 0) {
+        test_fusion_oom(oom);
+        dev->stream_destroy(stream);
+        unlink(path);
+        return test_hvd_finish("test_hvd_device --fusion-oom", &oracle, rank,
+                               size);
+    }
 
     for (int round = 0; round < 3; round++) test_orders(round);
     test_stream(0);
