@@ -242,9 +242,10 @@ static int hvd__buffer_mem(const char *func, const void *p, int *mem)
 }
 
 /* The request's memory kind into r->mem: both buffers of one kind (a NULL
- * one, of an empty request, takes the other's); a stream only with device
- * memory; no device memory for a sharded step (its apply runs on the
- * host, on the reduced data). */
+ * one, of an empty request, takes the other's; with both NULL, a stream
+ * says device, as for an empty CUDA tensor, whose data_ptr() is 0); a
+ * stream only with device memory; no device memory for a sharded step
+ * (its apply runs on the host, on the reduced data). */
 static int hvd__request_mem(const char *func, hvd__request_t *r,
                             ring_stream_t *stream)
 {
@@ -259,7 +260,10 @@ static int hvd__request_mem(const char *func, hvd__request_t *r,
                  func, hvd__mem_name(send_mem), hvd__mem_name(recv_mem));
         return HVD_ERR_ARG;
     }
-    r->mem = sendbuf ? send_mem : recv_mem;
+    r->mem = sendbuf   ? send_mem
+             : recvbuf ? recv_mem
+             : stream  ? HVD__MEM_DEVICE
+                       : HVD__MEM_HOST;
     if (r->mem == HVD__MEM_DEVICE && r->kind == HVD__ALLREDUCE_APPLY)
         return hvd__bad(func, "a sharded step takes host memory, not device "
                               "memory");

@@ -106,7 +106,8 @@ int hvd_allreduce_async(const void *sendbuf, void *recvbuf, size_t count,
  * work queued on it so far is done; hvd records an event on it now, and
  * its engine waits for that event before it reads the tensor, so the
  * caller need not synchronise. Complete with hvd_wait_stream (or
- * hvd_wait). */
+ * hvd_wait). An empty tensor may give NULL buffers (count 0): it counts
+ * as device memory here. */
 int hvd_allreduce_async_stream(const void *sendbuf, void *recvbuf,
                                size_t count, hvd_dtype_t dtype, hvd_op_t op,
                                const char *name, struct ring_stream *stream,

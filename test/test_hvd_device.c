@@ -339,6 +339,16 @@ static void test_bad_input(void)
     TEST_SAYS(hvd_allreduce_async_stream(d, d, N, HVD_FLOAT32, HVD_SUM,
                                          "bad.stream", NULL, &h),
               HVD_ERR_ARG, "stream is NULL");
+    /* Empty: no buffers (an empty CUDA tensor's data_ptr() is 0), and
+     * nothing to refuse: the stream says where it would be. */
+    TEST_SAYS(hvd_allreduce_async_stream(NULL, NULL, 0, HVD_FLOAT32, HVD_SUM,
+                                         "empty.stream", stream, &h),
+              HVD_OK, NULL);
+    TEST_EQ(hvd_wait_stream(h, stream), HVD_OK);
+    TEST_SAYS(hvd_broadcast_async_stream(NULL, 0, HVD_FLOAT32, 0,
+                                         "empty.stream.b", stream, &h),
+              HVD_OK, NULL);
+    TEST_EQ(hvd_wait(h), HVD_OK);
     TEST_EQ(hvd_allreduce_async(d, d, N, HVD_FLOAT32, HVD_SUM, "bad.wait",
                                 &h), HVD_OK);
     TEST_SAYS(hvd_wait_stream(h, stream), HVD_ERR_ARG,
