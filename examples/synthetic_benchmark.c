@@ -223,10 +223,11 @@ int main(int argc, char **argv)
                                B, (uint64_t)opt.seed);
     if (status == MODEL_OK)
         status = model_sgd_init_model(&sgd, &m, 0.01f, 0.0f, 0.0f, 0);
+    /* Every rank says so: on a GPU, memory runs out on one rank alone. */
     if (status != MODEL_OK) {
-        if (rank == 0)
-            fprintf(stderr, "synthetic_benchmark: model %s: %s\n", opt.model,
-                    model_strerror(status));
+        fprintf(stderr, "synthetic_benchmark: rank %d: model %s at batch %d "
+                "on %s: %s\n", rank, opt.model, B, opt.device,
+                model_strerror(status));
         goto out;
     }
     x = malloc((size_t)B * (size_t)m.in_count * sizeof *x);

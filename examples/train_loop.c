@@ -155,10 +155,11 @@ static int build(loop_t *L)
     if (status == MODEL_OK)
         status = model_sgd_init_model(&L->sgd, &L->m, (float)o->lr, MOMENTUM,
                                       0.0f, 0);
+    /* Every rank says so: on a GPU, memory runs out on one rank alone. */
     if (status != MODEL_OK) {
-        if (L->rank == 0)
-            fprintf(stderr, "%s: model %s: %s\n", c->name, o->model,
-                    model_strerror(status));
+        fprintf(stderr, "%s: rank %d: model %s at batch %lld on %s: %s\n",
+                c->name, L->rank, o->model, (long long)o->batch_size,
+                o->device, model_strerror(status));
         return 1;
     }
     if (c->ckpt_tag)

@@ -10,7 +10,8 @@
 # trains bitwise the numbers the CPU trains, at 1 and 2 ranks, mlp and
 # cnn; a checkpoint it writes resumes on the CPU and the CPU's on it, both
 # ending equal to a run that was not interrupted; and --shard-optimizer
-# on is refused there. synthetic_benchmark's --device the same way. What
+# on is refused there; a rank that runs out of device memory making the
+# model says so itself. synthetic_benchmark's --device the same way. What
 # the GPU itself computes is test_models_cuda's (scripts/gpu-check).
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # shellcheck source=test/script_lib.sh
@@ -111,6 +112,29 @@ grep -q "^Device: cuda (emulated)$" "$dir/out" &&
     echo "FAIL: synthetic_benchmark --device cuda did not run there" >&2
     rc=1
 }
+
+# One rank out of device memory (on a GPU, ranks sharing it): that rank
+# says so itself (before, only rank 0 said why a model failed). Rank 1's
+# emulated device memory is a file, capped at 64 MiB (MPI's own shared
+# memory needs less); the mlp at batch 32768 needs more.
+cat > "$dir/capped" << 'EOF'
+#!/bin/sh
+# capped KIB PROGRAM [ARGS...]: PROGRAM, rank 1's files capped at KIB KiB
+case ${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-}} in
+1) trap '' XFSZ; ulimit -f "$1" ;;
+esac
+shift
+exec "$@"
+EOF
+chmod +x "$dir/capped"
+oom="rank 1: model mlp at batch 32768 on cuda: out of memory$"
+script_expect "train_fmnist: rank 1 out of device memory" 1 \
+    "^train_fmnist: $oom" 2 "$dir/capped" 65536 $tf --data "$dir/idx" \
+    --model mlp --batch-size 32768 --epochs 1 --device cuda
+script_expect "synthetic_benchmark: rank 1 out of device memory" 1 \
+    "^synthetic_benchmark: $oom" 2 "$dir/capped" 65536 \
+    examples/synthetic_benchmark --model mlp --batch-size 32768 \
+    --num-iters 1 --device cuda
 
 script_expect "sharded step on the GPU" 2 \
     "^train_fmnist: --shard-optimizer on: the sharded step runs on the host" \
