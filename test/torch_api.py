@@ -5,7 +5,8 @@ rank's GPU (scripts/gpu-check).
 Checks, each against values computed here: the calls refused before
 init; every collective for every dtype and op; async handles completed
 out of order and polled; names matched across ranks that submit in
-different orders; grouped allreduce; allgather with first dimensions
+different orders; an empty tensor; on CUDA, a result synchronized on
+another stream than the one it was submitted on; grouped allreduce; allgather with first dimensions
 that differ; broadcast_object and allgather_object; mismatches (counts,
 dtypes, allgather shapes) raising on every rank, the engine working on
 after them; local errors (non-contiguous, unsupported dtype, bad op);
@@ -179,6 +180,34 @@ def asynchronous():
     everyone = hvd.allgather_object(("r", rank, "x" * rank))
     check(everyone == [("r", r, "x" * r) for r in range(size)],
           "allgather_object: %r" % (everyone,))
+
+
+def streams():
+    """An empty tensor (data_ptr() 0) on the device in use. On CUDA: an
+    allreduce submitted on a side stream whose work is still queued (a
+    sleep kernel) and synchronized on another stream: what that stream
+    does next sees the result (torch's streams do not wait for each
+    other: synchronize orders the current one after the result)."""
+    size = hvd.size()
+    empty = hvd.allreduce(torch.empty(0, device=DEVICE), op=hvd.Sum,
+                          name="empty")
+    check(empty.numel() == 0 and empty.device.type == DEVICE.type,
+          "allreduce of an empty tensor")
+    if DEVICE.type != "cuda":
+        return
+    n = 1 << 20
+    t = torch.ones(n, device=DEVICE)
+    side, other = torch.cuda.Stream(), torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200 * 1000 * 1000)  # about 0.1 s of the GPU
+        h = hvd.allreduce_async_(t, op=hvd.Sum, name="side.stream")
+    with torch.cuda.stream(other):
+        total = hvd.synchronize(h).sum()
+    other.synchronize()
+    check(float(total) == float(size * n),
+          "synchronized on another stream than submitted: sum %g, want %g"
+          % (float(total), float(size * n)))
 
 
 def mismatches():
@@ -431,8 +460,8 @@ def main():
             sys.exit(77)
         torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
         DEVICE = torch.device("cuda")
-    for test in (collectives, asynchronous, mismatches, optimizers, resume,
-                 sync_batch_norm, join):
+    for test in (collectives, asynchronous, streams, mismatches, optimizers,
+                 resume, sync_batch_norm, join):
         try:
             test()
         except Exception:  # pylint: disable=broad-except

@@ -32,9 +32,9 @@ _STATUS_ARG = -1  # HVD_ERR_ARG: hvd refused a call's arguments
 
 
 class _Pending:
-    """One collective in flight: the engine's handle, the stream the
-    result is to be ordered on (CUDA), what synchronize returns, and
-    what it does to it first."""
+    """One collective in flight: the engine's handle, the stream it was
+    submitted on (CUDA; the result is ordered on it), what synchronize
+    returns, and what it does to it first."""
     __slots__ = ("c_handle", "stream", "output", "finish")
 
     def __init__(self, c_handle, stream, output, finish):
@@ -77,7 +77,8 @@ def _c_name(name, what):
 
 def _check_buffer(tensor, what):
     """hvd's dtype of tensor and, for a CUDA tensor, the stream to order
-    its collective on; raises for what hvd cannot take."""
+    its collective on (torch's current one); raises for what hvd cannot
+    take."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError("%s: expected a torch.Tensor, got %s" %
                         (what, type(tensor).__name__))
@@ -102,9 +103,14 @@ def _check_buffer(tensor, what):
         raise ValueError("%s: a tensor on %s, but libhvd.so sees no device "
                          "memory there (a build without CUDA?)" %
                          (what, tensor.device))
-    # The legacy default stream is NULL to PyTorch, cudaStreamLegacy
-    # (0x1) to the runtime; hvd's stream variants refuse NULL.
-    return dtype, torch.cuda.current_stream(tensor.device).cuda_stream or 1
+    return dtype, torch.cuda.current_stream(tensor.device)
+
+
+def _c_stream(stream):
+    """The cudaStream_t of a torch stream, for hvd's stream variants: the
+    legacy default stream is NULL to PyTorch, cudaStreamLegacy (0x1) to
+    the runtime, and the variants refuse NULL."""
+    return stream.cuda_stream or 1
 
 
 def _start(what, tensor, submit, output, finish=None):
@@ -113,7 +119,9 @@ def _start(what, tensor, submit, output, finish=None):
     _require_init()
     dtype, stream = _check_buffer(tensor, what)
     c_handle = ctypes.c_void_p()
-    status = submit(tensor.data_ptr(), dtype, stream, ctypes.byref(c_handle))
+    status = submit(tensor.data_ptr(), dtype,
+                    None if stream is None else _c_stream(stream),
+                    ctypes.byref(c_handle))
     if status < 0:
         error = (ValueError if status == _STATUS_ARG
                  else _basics.HorovodInternalError)
@@ -126,9 +134,17 @@ def _complete(entry):
     if entry.stream is None:
         status = _lib.hvd_wait(entry.c_handle)
     else:
-        status = _lib.hvd_wait_stream(entry.c_handle, entry.stream)
+        status = _lib.hvd_wait_stream(entry.c_handle,
+                                      _c_stream(entry.stream))
     if status < 0:
         return None, _error_text(status)
+    if entry.stream is not None:
+        # What the caller does next (finish below included) runs on the
+        # stream current now, which may not be the one it was submitted
+        # on: ordered after the result as well, as Horovod's synchronize.
+        current = torch.cuda.current_stream(entry.stream.device)
+        if current != entry.stream:
+            current.wait_stream(entry.stream)
     output = entry.output
     return (entry.finish(output) if entry.finish else output), None
 
