@@ -101,6 +101,13 @@ int trainer_flags_agree(int refused, const trainer_flag_t *flags, size_t n)
 
 /* ---- where to train ---- */
 
+static ring_stream_t *trainer_emu_stream;
+
+static int trainer_emu_sync(void *stream)
+{
+    return ring_dev()->stream_sync(stream);
+}
+
 int trainer_device_choose(const char **device, int *automatic)
 {
     const char *why = NULL, *asked = *device;
@@ -119,8 +126,16 @@ int trainer_device_choose(const char **device, int *automatic)
     const ring_dev_t *dev = ring_dev();
     const char *emulate = getenv("HVD_DEVICE_EMULATE");
     if (!strcmp(*device, "cuda") && dev && !strcmp(dev->name, "emulated") &&
-        emulate && strncmp(emulate, "guard", 5) != 0)
+        emulate && strncmp(emulate, "guard", 5) != 0) {
         model_emu_memory(dev->alloc, dev->release);
+        /* And a stream, so that the DistributedOptimizer orders itself
+         * after backward on it (trainer_dist_opt_create), as on a GPU;
+         * the process's, like a GPU's. */
+        if (dev->stream_create(&trainer_emu_stream) != RING_OK)
+            return prog_refuse("--device %s: the emulated device cannot "
+                               "make a stream", asked);
+        model_emu_stream(trainer_emu_stream, trainer_emu_sync);
+    }
     return 0;
 }
 

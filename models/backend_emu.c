@@ -1,7 +1,9 @@
 /* models/backend_emu.c: the emulated device (models/backend.h): the
  * host's kernels, on memory that is the device's own (its own calloc, or
  * ring's emulated device's, handed over by model_emu_memory, so that hvd
- * sees device memory as it would on a GPU). Its allocations are
+ * sees device memory as it would on a GPU), its kernels each after the
+ * stream that model_emu_stream hands over has run what others queued on
+ * it (so that hvd's waits queued there hold). Its allocations are
  * remembered, and upload and download check both sides: a program that
  * hands the model host memory where device memory belongs, or the other
  * way round, fails here as it would on a GPU, instead of working by
@@ -28,6 +30,9 @@ static struct {
     /* model_emu_memory's; NULL: calloc and free */
     int (*mem_alloc)(void **p, size_t bytes);
     int (*mem_release)(void *p);
+    /* model_emu_stream's; NULL: none */
+    void *stream;
+    int (*sync)(void *stream);
 } emu = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void model_emu_memory(int (*alloc)(void **p, size_t bytes),
@@ -35,6 +40,28 @@ void model_emu_memory(int (*alloc)(void **p, size_t bytes),
 {
     emu.mem_alloc = alloc && release ? alloc : NULL;
     emu.mem_release = alloc && release ? release : NULL;
+}
+
+void model_emu_stream(void *stream, int (*sync)(void *stream))
+{
+    emu.stream = stream && sync ? stream : NULL;
+    emu.sync = stream && sync ? sync : NULL;
+}
+
+static void *emu_stream(void) { return emu.stream; }
+
+static void emu_fail(void)
+{
+    pthread_mutex_lock(&emu.mu);
+    emu.failed = 1;
+    pthread_mutex_unlock(&emu.mu);
+}
+
+/* Before the host runs the device's work: what was queued on the stream
+ * runs first; a failure is the device's, said by the next finish. */
+static void emu_catch_up(void)
+{
+    if (emu.sync && emu.sync(emu.stream) != 0) emu_fail();
 }
 
 static void emu_free(void *base)
@@ -112,14 +139,13 @@ static int emu_copy_check(void *dst, const void *src, size_t bytes,
 {
     const void *dev = device_dst ? dst : src, *host = device_dst ? src : dst;
     if (emu_holds(dev, bytes) && !emu_holds(host, 1)) return MODEL_OK;
-    pthread_mutex_lock(&emu.mu);
-    emu.failed = 1;
-    pthread_mutex_unlock(&emu.mu);
+    emu_fail();
     return MODEL_ERR_CUDA;
 }
 
 static int emu_copy(void *dst, const void *src, size_t bytes, int device_dst)
 {
+    emu_catch_up();
     if (!bytes) return MODEL_OK;
     int status = emu_copy_check(dst, src, bytes, device_dst);
     if (status == MODEL_OK) memcpy(dst, src, bytes);
@@ -138,6 +164,7 @@ static int emu_download(void *host_dst, const void *src, size_t bytes)
 
 static int emu_finish(void)
 {
+    emu_catch_up();
     pthread_mutex_lock(&emu.mu);
     int failed = emu.failed;
     emu.failed = 0;
@@ -169,6 +196,7 @@ static int emu_copy_begin(model__copy_t *c, void *dst, const void *src,
                           size_t bytes, int device_dst)
 {
     emu_copy_settle(c);
+    emu_catch_up();
     if (!bytes) return MODEL_OK;
     int status = emu_copy_check(dst, src, bytes, device_dst);
     if (status != MODEL_OK) return status;
@@ -209,6 +237,59 @@ static void emu_copy_release(model__copy_t *c)
     memset(c, 0, sizeof *c);
 }
 
+/* The CPU table's kernel NAME, run by the host once the stream is. */
+#define EMU_KERNEL(name, params, args)                                         \
+    static void emu_##name params                                              \
+    {                                                                          \
+        emu_catch_up();                                                        \
+        model__backend_cpu()->name args;                                       \
+    }
+EMU_KERNEL(fill, (float *x, float v, size_t n), (x, v, n))
+EMU_KERNEL(linear_forward,
+           (const float *x, const float *w, const float *b, float *y, int bt,
+            int in, int out),
+           (x, w, b, y, bt, in, out))
+EMU_KERNEL(linear_backward,
+           (const float *x, const float *w, const float *dy, float *dx,
+            float *dw, float *db, int bt, int in, int out, int acc),
+           (x, w, dy, dx, dw, db, bt, in, out, acc))
+EMU_KERNEL(conv2d_forward,
+           (const model__conv_shape_t *s, const float *x, const float *w,
+            const float *b, float *y, int bt, float *scratch),
+           (s, x, w, b, y, bt, scratch))
+EMU_KERNEL(conv2d_backward,
+           (const model__conv_shape_t *s, const float *x, const float *w,
+            const float *dy, float *dx, float *dw, float *db, int bt,
+            float *scratch, int acc),
+           (s, x, w, dy, dx, dw, db, bt, scratch, acc))
+EMU_KERNEL(relu_forward, (const float *x, float *y, size_t n), (x, y, n))
+EMU_KERNEL(relu_backward, (const float *y, const float *dy, float *dx,
+                           size_t n),
+           (y, dy, dx, n))
+EMU_KERNEL(maxpool_forward,
+           (const model__conv_shape_t *s, const float *x, float *y,
+            int32_t *argmax, int bt),
+           (s, x, y, argmax, bt))
+EMU_KERNEL(maxpool_backward,
+           (const model__conv_shape_t *s, const float *dy,
+            const int32_t *argmax, float *dx, int bt),
+           (s, dy, argmax, dx, bt))
+EMU_KERNEL(dropout_forward,
+           (const float *x, float *y, float *mask, size_t n, float p,
+            int train, uint64_t rng),
+           (x, y, mask, n, p, train, rng))
+EMU_KERNEL(dropout_backward,
+           (const float *dy, const float *mask, float *dx, size_t n),
+           (dy, mask, dx, n))
+EMU_KERNEL(softmax_xent,
+           (const float *logits, const int32_t *labels, float *dlogits,
+            double *losses, int bt, int classes),
+           (logits, labels, dlogits, losses, bt, classes))
+EMU_KERNEL(sgd_step,
+           (const float *p, const float *g, float *out, float *velocity,
+            size_t n, float lr, float mu, float wd, int nesterov),
+           (p, g, out, velocity, n, lr, mu, wd, nesterov))
+
 static pthread_once_t emu_once = PTHREAD_ONCE_INIT;
 static model__backend_t emu_table;
 
@@ -226,6 +307,20 @@ static void emu_make(void)
     emu_table.copy_host_wait = emu_copy_host_wait;
     emu_table.copy_order = emu_copy_order;
     emu_table.copy_release = emu_copy_release;
+    emu_table.stream = emu_stream;
+    emu_table.fill = emu_fill;
+    emu_table.linear_forward = emu_linear_forward;
+    emu_table.linear_backward = emu_linear_backward;
+    emu_table.conv2d_forward = emu_conv2d_forward;
+    emu_table.conv2d_backward = emu_conv2d_backward;
+    emu_table.relu_forward = emu_relu_forward;
+    emu_table.relu_backward = emu_relu_backward;
+    emu_table.maxpool_forward = emu_maxpool_forward;
+    emu_table.maxpool_backward = emu_maxpool_backward;
+    emu_table.dropout_forward = emu_dropout_forward;
+    emu_table.dropout_backward = emu_dropout_backward;
+    emu_table.softmax_xent = emu_softmax_xent;
+    emu_table.sgd_step = emu_sgd_step;
 }
 
 const model__backend_t *model__backend_emu(void)

@@ -78,6 +78,15 @@ const char *model_device_name(model_device_t device);
  * back to calloc. */
 void model_emu_memory(int (*alloc)(void **p, size_t bytes),
                       int (*release)(void *p));
+/* And the stream the emulated device's work is ordered on (model_stream;
+ * NULL by default), with a host wait for it (sync returns 0 on success):
+ * ring's emulated device's, so that hvd orders its device collectives
+ * with the model's work on it as on a GPU (the DistributedOptimizer's
+ * stream, hvd_wait_stream). The emulated kernels run on the host when
+ * called, each after a sync: what another library queued on the stream
+ * (a wait for its own work) comes first, as on a GPU. The stream stays
+ * the caller's; before any model is made; NULL, NULL: none. */
+void model_emu_stream(void *stream, int (*sync)(void *stream));
 
 /* ---- models ---- */
 
