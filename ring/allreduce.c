@@ -200,6 +200,35 @@ static int ring__allreduce_chunk(const ring__coll_t *c, char *stage,
     return ring__allreduce_algos[*(ring__ar_t *)arg].fn(&chunk, stage, stage);
 }
 
+/* The host algorithm with a CUDA-aware MPI's device kernels, which read
+ * and write device memory only: a call that mixes kinds runs in place on
+ * device memory, recvbuf when it is that (sendbuf copied in), else a copy
+ * of its own, copied out at the end. The messages are those of every
+ * other rank's call. */
+static int ring__allreduce_aware(const ring__coll_t *c, ring__ar_t algo,
+                                 const void *sendbuf, void *recvbuf)
+{
+    ring__allreduce_fn *run = ring__allreduce_algos[algo].fn;
+    int host_out = ring__host_side(c, recvbuf);
+    if (!host_out && !ring__host_side(c, sendbuf))
+        return run(c, sendbuf, recvbuf);
+    size_t nbytes = c->count * c->esize;
+    char *own = host_out ? c->mem->alloc(nbytes) : recvbuf;
+    if (!own) {
+        ring__log("%s: %zu bytes of device memory for a host recvbuf: out "
+                  "of memory",
+                  c->func, nbytes);
+        return RING_ERR_NOMEM;
+    }
+    c->mem->copy(own, sendbuf, nbytes);
+    int status = run(c, own, own);
+    if (host_out) {
+        if (status == RING_OK) c->mem->copy(recvbuf, own, nbytes);
+        c->mem->release(own);
+    }
+    return status;
+}
+
 /* Device buffers: where the host path would take the shared window, the
  * node's device slabs (ring/ipc.c), with the same result; else the
  * algorithm over MPI on them where MPI reads device memory; else the host
@@ -223,7 +252,7 @@ static int ring__allreduce_device(const ring__coll_t *c, const void *sendbuf,
      * staging wait for a registered call's input on the device. */
     if (c->ready && over_mpi) RING_CHECK(c->dev->event_sync(c->ready));
     if (ipc) return ring__ipc_allreduce(ipc, c, sendbuf, recvbuf);
-    if (over_mpi) return ring__allreduce_algos[algo].fn(c, sendbuf, recvbuf);
+    if (over_mpi) return ring__allreduce_aware(c, algo, sendbuf, recvbuf);
     ring__staged_t s = {.nblocks = c->size, .whole = c->count,
                         .in = sendbuf, .in_block = -1,
                         .out = recvbuf, .out_block = -1,

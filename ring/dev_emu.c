@@ -14,7 +14,9 @@
  *            processes share (ipc_event_*), polled by waits.
  *   kernels  the host bodies of the CUDA kernels: ring__reduce_host* for
  *            the reductions (the same arithmetic, ring/reduce_op.h) and
- *            ring/copy_batch.h's body run over the whole grid.
+ *            ring/copy_batch.h's body run over the whole grid; their
+ *            operands must be device memory (CUDA's kernels fault on host
+ *            memory on a node without HMM), where copies take both.
  *   delay    each operation first sleeps 0..200 us, drawn per stream from
  *            the seed: work that races a missing wait loses.
  *   guard    device memory is PROT_NONE except while an operation that
@@ -380,14 +382,21 @@ static void emu_unhold(emu_op_t *op)
 }
 
 /* Refuses, with a message, a range of device memory [p, p + nbytes) that
- * runs past the end of its allocation (host memory is the caller's). */
+ * runs past the end of its allocation; and for a kernel (CUDA's kernels,
+ * on a node without HMM, fault on host memory; copies take it) a range
+ * that is not device memory. */
 static int emu_check_span(const char *func, const char *what, const void *p,
-                          size_t nbytes)
+                          size_t nbytes, int kernel)
 {
     int status = RING_OK;
     pthread_mutex_lock(&emu.lock);
     emu_region_t *r = emu_find(p);
-    if (r && nbytes > (size_t)(r->base + r->nbytes - (const char *)p)) {
+    if (!r && kernel && nbytes) {
+        ring__log("%s: %s %p is host memory: a kernel reads and writes "
+                  "device memory only",
+                  func, what, p);
+        status = RING_ERR_ARG;
+    } else if (r && nbytes > (size_t)(r->base + r->nbytes - (const char *)p)) {
         ring__log("%s: %s %p + %zu bytes runs past the end of its device "
                   "allocation (%p, %zu bytes)",
                   func, what, p, nbytes, (void *)r->base, r->nbytes);
@@ -708,8 +717,8 @@ static int emu_copy(void *dst, const void *src, size_t nbytes,
         ring__log("copy: %zu bytes to %p from %p", nbytes, dst, src);
         return RING_ERR_ARG;
     }
-    if (emu_check_span("copy", "destination", dst, nbytes) ||
-        emu_check_span("copy", "source", src, nbytes))
+    if (emu_check_span("copy", "destination", dst, nbytes, 0) ||
+        emu_check_span("copy", "source", src, nbytes, 0))
         return RING_ERR_ARG;
     emu_op_t *op = emu_op_new("copy", 2);
     if (op) {
@@ -735,7 +744,8 @@ static int emu_zero(void *dst, size_t nbytes, ring_stream_t *s)
         ring__log("zero: %zu bytes at NULL", nbytes);
         return RING_ERR_ARG;
     }
-    if (emu_check_span("zero", "destination", dst, nbytes)) return RING_ERR_ARG;
+    if (emu_check_span("zero", "destination", dst, nbytes, 0))
+        return RING_ERR_ARG;
     emu_op_t *op = emu_op_new("zero", 1);
     if (op) {
         *op = (emu_op_t){
@@ -765,8 +775,9 @@ static int emu_copy_batch(const ring_copy_t *copies, size_t n,
                       c->nbytes, c->dst, c->src);
             return RING_ERR_ARG;
         }
-        if (emu_check_span("copy_batch", "a destination", c->dst, c->nbytes) ||
-            emu_check_span("copy_batch", "a source", c->src, c->nbytes))
+        if (emu_check_span("copy_batch", "a destination", c->dst, c->nbytes,
+                           1) ||
+            emu_check_span("copy_batch", "a source", c->src, c->nbytes, 1))
             return RING_ERR_ARG;
     }
     emu_op_t *op = emu_op_new("copy_batch", 2 * n);
@@ -818,9 +829,9 @@ static int emu_reduce(void *dst, const void *a, const void *b, size_t count,
                   b);
         return RING_ERR_ARG;
     }
-    if (emu_check_span("reduce", "dst", dst, nbytes) ||
-        emu_check_span("reduce", "a", a, nbytes) ||
-        emu_check_span("reduce", "b", b, nbytes))
+    if (emu_check_span("reduce", "dst", dst, nbytes, 1) ||
+        emu_check_span("reduce", "a", a, nbytes, 1) ||
+        emu_check_span("reduce", "b", b, nbytes, 1))
         return RING_ERR_ARG;
     emu_op_t *op = emu_op_new("reduce", 3);
     if (op) {
@@ -860,13 +871,13 @@ static int emu_reduce_n(void *dst, const void *const *in, int n, size_t count,
         ring__log("reduce_n: %zu elements to NULL", count);
         return RING_ERR_ARG;
     }
-    if (emu_check_span("reduce_n", "dst", dst, nbytes)) return RING_ERR_ARG;
+    if (emu_check_span("reduce_n", "dst", dst, nbytes, 1)) return RING_ERR_ARG;
     for (int k = 0; k < n; k++) {
         if (count && !in[k]) {
             ring__log("reduce_n: input %d is NULL", k);
             return RING_ERR_ARG;
         }
-        if (emu_check_span("reduce_n", "an input", in[k], nbytes))
+        if (emu_check_span("reduce_n", "an input", in[k], nbytes, 1))
             return RING_ERR_ARG;
     }
     emu_op_t *op = emu_op_new("reduce_n", 1 + (size_t)n);
@@ -902,7 +913,7 @@ static int emu_divide(void *buf, size_t count, ring_dtype_t dtype, int divisor,
         ring__log("divide: %zu elements at NULL", count);
         return RING_ERR_ARG;
     }
-    if (emu_check_span("divide", "buf", buf, nbytes)) return RING_ERR_ARG;
+    if (emu_check_span("divide", "buf", buf, nbytes, 1)) return RING_ERR_ARG;
     emu_op_t *op = emu_op_new("divide", 1);
     if (op) {
         *op = (emu_op_t){.run = emu_run_divide,
@@ -934,9 +945,9 @@ static int emu_convert(void *dst, ring_dtype_t dst_dtype, const void *src,
         return RING_ERR_ARG;
     }
     if (emu_check_span("convert", "destination", dst,
-                       count * ring_dtype_size(dst_dtype)) ||
+                       count * ring_dtype_size(dst_dtype), 1) ||
         emu_check_span("convert", "source", src,
-                       count * ring_dtype_size(src_dtype)))
+                       count * ring_dtype_size(src_dtype), 1))
         return RING_ERR_ARG;
     emu_op_t *op = emu_op_new("convert", 2);
     if (op) {

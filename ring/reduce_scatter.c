@@ -52,6 +52,12 @@ static int ring__reduce_scatter(ring_ctx_t *ctx, const char *func,
             goto out;
         }
     }
+    /* A CUDA-aware MPI's kernels read device memory only: a host sendbuf
+     * is copied into the scratch, and reduced there in place. */
+    if (scratch && ring__host_side(&c, sendbuf)) {
+        c.mem->copy(scratch, sendbuf, nbytes * (size_t)c.size);
+        sendbuf = scratch;
+    }
     RING_CHECK(ring__ring_blocks(&c, sendbuf, buf, recvcount * c.size, op,
                                  c.size - 1, c.size - 1, c.comm));
     if (scratch)

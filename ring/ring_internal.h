@@ -260,6 +260,16 @@ static inline int ring__staging(const ring__coll_t *c)
     return c->dev && c->mem == &ring__mem_host;
 }
 
+/* Whether p, a buffer of a call that a CUDA-aware MPI runs on device
+ * memory (c->mem is ring__mem_device; the call may mix kinds), is host
+ * memory, which the device's kernels cannot read or write: the call
+ * brings it to device memory first. */
+static inline int ring__host_side(const ring__coll_t *c, const void *p)
+{
+    int device;
+    return c->mem == &ring__mem_device && !c->dev->owns(p, &device);
+}
+
 /* The status a call returns: its own, or a failure of the device
  * operations it ran through ring__mem_device. */
 static inline int ring__end(const ring__coll_t *c, int status)

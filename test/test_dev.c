@@ -8,7 +8,8 @@
  *
  * Memory and ownership, round trips, order on one stream, two streams
  * handing work over with an event, batched copies, the reductions against
- * ring__reduce_host on the same data, event_query, and where host code
+ * ring__reduce_host on the same data (and refused on host memory, as a
+ * kernel's operands), event_query, and where host code
  * may read device memory (guard mode: a forked child that does dies of
  * SIGSEGV). In delay mode the same hand-over without stream_wait must go
  * wrong at least once: that checks the delay mode itself.
@@ -359,6 +360,25 @@ static void test_reductions(void)
     TEST_EQ(dev->reduce_n(NULL, too_many, RING_DEV_MAX_INPUTS + 1, 0,
                           RING_FLOAT32, RING_SUM, 1, NULL),
             RING_ERR_ARG);
+    /* A kernel's operands are device memory (CUDA's fault on host memory
+     * on a node without HMM); a copy takes host memory. */
+    float host[4] = {1, 2, 3, 4};
+    float *d = dev_alloc(sizeof host);
+    ring_stream_t *s;
+    DEV_OK(dev->stream_create(&s));
+    DEV_OK(dev->copy(d, host, sizeof host, s));
+    TEST_SAYS(dev->reduce(d, host, d, 4, RING_FLOAT32, RING_SUM, 1, s),
+              RING_ERR_ARG, "reduce: a ");
+    TEST_SAYS(dev->reduce(host, d, d, 4, RING_FLOAT32, RING_SUM, 1, s),
+              RING_ERR_ARG, "is host memory: a kernel reads and writes");
+    const void *in[2] = {d, host};
+    TEST_SAYS(dev->reduce_n(d, in, 2, 4, RING_FLOAT32, RING_SUM, 1, s),
+              RING_ERR_ARG, "reduce_n: an input");
+    ring_copy_t batch = {host, d, sizeof host};
+    TEST_SAYS(dev->copy_batch(&batch, 1, s), RING_ERR_ARG,
+              "copy_batch: a destination");
+    DEV_OK(dev->stream_destroy(s));
+    DEV_OK(dev->release(d));
 }
 
 /* convert, float32 to each half type and back, bit for bit against the

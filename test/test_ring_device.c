@@ -202,11 +202,11 @@ static void test_allreduce(call_t c, int inplace, int mixed)
     free(in);
 }
 
-static void test_reduce_scatter(call_t c, int inplace)
+static void test_reduce_scatter(call_t c, int inplace, int mixed)
 {
     size_t nbytes = c.count * ring_dtype_size(c.dtype);
     char *in = filled(c.count * (size_t)size, c.dtype, c.op, rank);
-    name_case("reduce_scatter", &c, inplace, 0);
+    name_case("reduce_scatter", &c, inplace, mixed);
     own_blocks = 1;
     /* In place the result is block `rank` of the buffer: compare it. */
     if (inplace) {
@@ -225,7 +225,7 @@ static void test_reduce_scatter(call_t c, int inplace)
         free(want);
     } else {
         compare(nbytes * (size_t)size, nbytes, in, 0, 0, run_reduce_scatter,
-                &c, 0);
+                &c, mixed);
     }
     own_blocks = 0;
     free(in);
@@ -274,6 +274,8 @@ static void test_all(void)
     test_allreduce((call_t){large, RING_FLOAT64, RING_SUM, 0, 1}, 1, 0);
     test_allreduce((call_t){4099, RING_FLOAT32, RING_SUM, 0, 0}, 0, 1);
     test_allreduce((call_t){4099, RING_FLOAT16, RING_MAX, 0, 0}, 0, 2);
+    test_reduce_scatter((call_t){4099, RING_FLOAT32, RING_SUM, 0, 0}, 0, 1);
+    test_reduce_scatter((call_t){4099, RING_FLOAT16, RING_MAX, 0, 0}, 0, 2);
 
     const ring_dtype_t dtypes[] = {RING_FLOAT32, RING_FLOAT16, RING_INT64,
                                    RING_UINT8};
@@ -281,9 +283,9 @@ static void test_all(void)
     for (int d = 0; d < 4; d++)
         for (int i = 0; i < 4; i++) {
             test_reduce_scatter((call_t){sub[i], dtypes[d], RING_SUM, 0, 0},
-                                i & 1);
+                                i & 1, 0);
             test_reduce_scatter((call_t){sub[i], dtypes[d], RING_MIN, 0, 0},
-                                !(i & 1));
+                                !(i & 1), 0);
             test_allgather((call_t){sub[i], dtypes[d], RING__NO_OP, 0, i & 1},
                            i & 1);
             test_broadcast((call_t){sub[i] * 3 + 1, dtypes[d], RING__NO_OP,
