@@ -12,7 +12,8 @@ dtypes, allgather shapes) raising on every rank, the engine working on
 after them; local errors (non-contiguous, unsupported dtype, bad op);
 the DistributedOptimizer (SGD with momentum and Adam: N ranks with B/N
 each equal one process with B; backward_passes_per_step; fp16
-compression; synchronize + skip_synchronize); broadcast_optimizer_state
+compression; synchronize + skip_synchronize; a channels_last model, which
+Horovod refuses); broadcast_optimizer_state
 restoring a resumed run bitwise; SyncBatchNorm against BatchNorm over
 the whole batch (output, running statistics, gradients); join with
 uneven batches; rank 0 shutting down while the others wait.
@@ -348,6 +349,57 @@ def optimizers():
         "repeated names", "unique")
 
 
+def channels_last():
+    """A channels_last model (Horovod refuses one; DDP takes it): its
+    parameters broadcast and its gradients reduced as they lie, N ranks
+    with B/N each equal to one process with B; allreduce and broadcast of
+    a channels_last tensor keep its layout; allgather, which concatenates
+    rows, still wants a contiguous one."""
+    cl, rank, size = torch.channels_last, hvd.rank(), hvd.size()
+
+    def conv(seed):
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+            torch.nn.Linear(4 * 4 * 4, 2)).to(torch.float64).to(
+                DEVICE).to(memory_format=cl)
+
+    g = torch.Generator().manual_seed(7)
+    data = [(torch.randn(24, 3, 6, 6, generator=g, dtype=torch.float64)
+             .to(DEVICE).to(memory_format=cl),
+             torch.randn(24, 2, generator=g, dtype=torch.float64)
+             .to(DEVICE)) for _ in range(3)]
+    ref = conv(5)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+    net = conv(5 + rank)  # differs until broadcast
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9),
+        named_parameters=net.named_parameters())
+    hvd.broadcast_parameters(net.state_dict(), root_rank=0)
+    for m, o, part in ((ref, ref_opt, lambda t: t), (net, opt, shard)):
+        for x, y in data:
+            o.zero_grad()
+            torch.nn.functional.mse_loss(m(part(x)), part(y)).backward()
+            o.step()
+    weight = net[0].weight
+    check(weight.is_contiguous(memory_format=cl) and
+          not weight.is_contiguous() and
+          weight.grad.is_contiguous(memory_format=cl),
+          "channels_last: the conv's weight and gradient kept the layout")
+    same_params(net, ref, "channels_last: N ranks with B/N vs one with B")
+    base = torch.arange(120, dtype=torch.float64).reshape(2, 3, 4, 5)
+    t = (base + rank).to(DEVICE).to(memory_format=cl)
+    out = hvd.allreduce(t, op=hvd.Sum, name="cl.allreduce")
+    want = (base * size + sum(range(size))).to(DEVICE)
+    check(torch.equal(out, want) and out.stride() == t.stride(),
+          "channels_last allreduce: values or strides %s" % (out.stride(),))
+    hvd.broadcast_(t, root_rank=size - 1, name="cl.broadcast")
+    check(torch.equal(t, (base + size - 1).to(DEVICE)),
+          "channels_last broadcast_")
+    expect_raises(ValueError, lambda: hvd.allgather(t, name="cl.gather"),
+                  "allgather of a channels_last tensor", "not contiguous")
+
+
 def resume():
     """k steps, a rank-0 checkpoint, fresh ranks resumed from it by the
     broadcasts, m more steps: bitwise the uninterrupted k + m."""
@@ -461,7 +513,7 @@ def main():
         torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
         DEVICE = torch.device("cuda")
     for test in (collectives, asynchronous, streams, mismatches, optimizers,
-                 resume, sync_batch_norm, join):
+                 channels_last, resume, sync_batch_norm, join):
         try:
             test()
         except Exception:  # pylint: disable=broad-except

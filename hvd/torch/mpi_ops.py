@@ -75,10 +75,19 @@ def _c_name(name, what):
     return name.encode()
 
 
-def _check_buffer(tensor, what):
+# The memory formats besides torch's contiguous one that an elementwise
+# collective (allreduce, broadcast) takes as they lie: every element once,
+# from data_ptr() on. A channels_last model's parameters and gradients
+# are in them (Horovod refuses them; DDP takes them). Every rank's tensor
+# of a name must be in the same one, as its shape is the same.
+_ELEMENTWISE_FORMATS = {4: torch.channels_last, 5: torch.channels_last_3d}
+
+
+def _check_buffer(tensor, what, elementwise=True):
     """hvd's dtype of tensor and, for a CUDA tensor, the stream to order
     its collective on (torch's current one); raises for what hvd cannot
-    take."""
+    take (an allgather, not elementwise, concatenates rows: contiguous
+    only)."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError("%s: expected a torch.Tensor, got %s" %
                         (what, type(tensor).__name__))
@@ -90,10 +99,14 @@ def _check_buffer(tensor, what):
     if tensor.layout != torch.strided:
         raise ValueError("%s: a %s tensor; hvd takes dense tensors" %
                          (what, tensor.layout))
-    if not tensor.is_contiguous():
+    if not tensor.is_contiguous() and not (
+            elementwise and tensor.dim() in _ELEMENTWISE_FORMATS and
+            tensor.is_contiguous(
+                memory_format=_ELEMENTWISE_FORMATS[tensor.dim()])):
         raise ValueError("%s: the tensor is not contiguous (shape %s, "
-                         "strides %s); pass tensor.contiguous()" %
-                         (what, tuple(tensor.shape), tensor.stride()))
+                         "strides %s)%s; pass tensor.contiguous()" %
+                         (what, tuple(tensor.shape), tensor.stride(),
+                          " nor channels_last" if elementwise else ""))
     if not tensor.is_cuda:  # (is_cuda and is_cpu are cheaper than device)
         if tensor.is_cpu:
             return dtype, None
@@ -347,7 +360,7 @@ _MAX_DIMS = 16
 
 def _gather_fixed(tensor, output, name, what):
     _require_init()
-    dtype, stream = _check_buffer(tensor, what)
+    dtype, stream = _check_buffer(tensor, what, elementwise=False)
     if stream is not None:
         # hvd_allgather is blocking and streamless: the input must be
         # written before it reads it.
@@ -360,7 +373,7 @@ def _gather_fixed(tensor, output, name, what):
 def _gathered_shapes(tensor, name, what):
     """Every rank's (dtype code, device type, shape) of its tensor; raises
     on every rank alike when they cannot be gathered together."""
-    dtype, _ = _check_buffer(tensor, what)
+    dtype, _ = _check_buffer(tensor, what, elementwise=False)
     if not 1 <= tensor.dim() <= _MAX_DIMS:
         ndim = -1
     else:
