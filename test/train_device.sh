@@ -84,6 +84,17 @@ for np in 1 2; do
         }
     done
 done
+# The last (the cnn at 2) again with each of the device's queued
+# operations first sleeping 0-200 us: a wait missing between the model's
+# stream and hvd's gives other numbers.
+HVD_DEVICE_EMULATE=delay:3
+trained gpu_delay 2 $run --device cuda
+HVD_DEVICE_EMULATE=1
+grep -q "^done: " "$dir/gpu_delay" && cmp -s "$dir/cpu" "$dir/gpu_delay" || {
+    diff "$dir/cpu" "$dir/gpu_delay" >&2
+    echo "FAIL: cnn at 2 under delay: --device cuda trained otherwise" >&2
+    rc=1
+}
 
 # A checkpoint of either device resumes on the other: 1 epoch there, 1
 # here, equal to 2 epochs on the CPU.
