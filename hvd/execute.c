@@ -319,10 +319,11 @@ out:
  * together (the node's ranks then reduce it where it lies:
  * ring_ctx_allreduce_registered), and a rank whose device is out of
  * memory must not leave the others waiting for it there. On a failure
- * anywhere every rank fails the group, naming the first rank that could
- * not, and holds no buffer: the ranks stay in step, and the next group
- * tries again. */
-static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want)
+ * anywhere every rank fails the group (*shared = 1), naming the first
+ * rank that could not, and holds no buffer: the ranks stay in step, and
+ * the next group tries again. */
+static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
+                                int *shared)
 {
     int status = ring_ctx_register(hvd__ctx, NULL, 0);
     /* The last group's unpack may still read it (hvd__dev_finish). */
@@ -340,6 +341,7 @@ static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want)
     dev->release(hvd__dev.fusion);
     hvd__dev.fusion = NULL;
     hvd__dev.fusion_cap = 0;
+    *shared = 1;
     hvd__log(HVD__LOG_ERROR, "rank %d could not make the device fusion "
              "buffer of %zu bytes (HVD_FUSION_THRESHOLD, or the group's "
              "size when larger): this group fails on every rank", (int)first,
@@ -349,7 +351,8 @@ static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want)
 
 /* Several device allreduces of one dtype and op through the device fusion
  * buffer (HVD_FUSION_THRESHOLD bytes, made on first use, kept until
- * shutdown): pack, reduce in place, unpack. */
+ * shutdown): pack, reduce in place, unpack. *shared = 1 when it failed on
+ * every rank alike. */
 static int hvd__run_fused_device(const hvd__response_t *resp,
                                  hvd_handle_t *hs, int *shared)
 {
@@ -362,11 +365,8 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
     if (!copies) return HVD_ERR_NOMEM;
     if ((status = hvd__dev_stream(dev)) != HVD_OK) goto out;
     size_t want = total > threshold ? total : threshold;
-    if (hvd__dev.fusion_cap < want &&
-        (status = hvd__dev_fusion_grow(dev, want)) != HVD_OK) {
-        *shared = 1;
-        goto out;
-    }
+    if (hvd__dev.fusion_cap < want)
+        HVD_CHECK_DEV(hvd__dev_fusion_grow(dev, want, shared));
     double t0 = hvd__now();
     HVD_CHECK_DEV(hvd__await_callers(dev, hs, n, 1));
     HVD_CHECK_DEV(hvd__dev_pack(dev, resp, hs, copies, 1));
