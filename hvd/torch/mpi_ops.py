@@ -154,7 +154,7 @@ def _complete(entry):
     if entry.stream is not None:
         # What the caller does next (finish below included) runs on the
         # stream current now, which may not be the one it was submitted
-        # on: ordered after the result as well, as Horovod's synchronize.
+        # on: ordered after the result as well.
         current = torch.cuda.current_stream(entry.stream.device)
         if current != entry.stream:
             current.wait_stream(entry.stream)
