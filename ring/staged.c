@@ -84,11 +84,15 @@ out:
 }
 
 /* ctx's staging, made or remade to hold half_bytes per half and events
- * for nblocks blocks. */
+ * for nblocks blocks. A half is a multiple of 256 bytes, so that the
+ * second one starts aligned for every dtype (and for the copies), whatever
+ * the dtype of the call that made it: a float16 call's 32766 bytes left
+ * a later float32 call's second half at 2 bytes past alignment. */
 static int ring__stage_get(ring_ctx_t *ctx, const ring_dev_t *dev,
                            int nblocks, size_t half_bytes,
                            ring__stage_t **out)
 {
+    half_bytes = (half_bytes + 255) / 256 * 256;
     ring__stage_t *st = ctx->stage;
     if (st && (st->dev != dev || st->nblocks < nblocks ||
                st->half_bytes < half_bytes))
