@@ -12,8 +12,10 @@
  *       [--num-iters I] [--fp16-allreduce] [--seed S]
  *       [--device cpu|cuda|auto]
  *
- * On the GPU the batch is copied there once, as Horovod's keeps its
- * random batch on the device.
+ * On the GPU the batch (images and labels) is copied there once, as
+ * Horovod's keeps its random batch on the device, and each step's loss is
+ * queued and read at the next step, so that the host never waits for the
+ * device within a step (Horovod's step never reads its loss).
  *
  * Flags in prog/prog.h's grammar; every rank must be given the same ones
  * (trainer_flags_agree). Exit status: 0, 1 (model or training error), 2
@@ -165,13 +167,17 @@ static float next_normal(uint64_t *s)
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-/* One full training step on the batch: 0, or a status already printed. */
-static int train_step(model_t *m, hvd_dist_opt_t *dopt, const float *x,
-                      const int *y, int n, int rank)
+/* One step on b: the last step's loss read (none before the first),
+ * forward, the loss queued, backward, the DistributedOptimizer's step. 0,
+ * or a status already printed. */
+static int train_step(model_t *m, hvd_dist_opt_t *dopt, model_batch_t *b,
+                      int rank)
 {
     float loss;
-    int st = model_forward(m, x, n, 1);
-    if (st == MODEL_OK) st = model_loss(m, y, n, &loss);
+    int st = model_loss_read(m, &loss);
+    if (st == MODEL_ERR_STATE) st = MODEL_OK;
+    if (st == MODEL_OK) st = model_forward_batch(m, b, 1);
+    if (st == MODEL_OK) st = model_loss_queue(m, b);
     if (st != MODEL_OK) {
         fprintf(stderr, "synthetic_benchmark: rank %d: %s\n", rank,
                 model_strerror(st));
@@ -202,8 +208,7 @@ int main(int argc, char **argv)
     model_sgd_t sgd = {0};
     trainer_sgd_t sctx = {&m, &sgd};
     hvd_dist_opt_t *dopt = NULL;
-    float *x = NULL;
-    int *y = NULL;
+    model_batch_t batch = {0};
     double *img_secs = NULL;
 
     prog_identify("synthetic_benchmark", rank);
@@ -230,11 +235,11 @@ int main(int argc, char **argv)
                 model_strerror(status));
         goto out;
     }
-    x = malloc((size_t)B * (size_t)m.in_count * sizeof *x);
-    y = malloc((size_t)B * sizeof *y);
+    status = model_batch_init(&m, &batch);
     img_secs = calloc((size_t)opt.iters, sizeof *img_secs);
-    if (!x || !y || !img_secs) {
-        fprintf(stderr, "synthetic_benchmark: out of memory\n");
+    if (status != MODEL_OK || !img_secs) {
+        fprintf(stderr, "synthetic_benchmark: rank %d: the batch: %s\n", rank,
+                model_strerror(status != MODEL_OK ? status : MODEL_ERR_NOMEM));
         goto out;
     }
     hvd_dist_opt_options_t dopts = {.backward_passes_per_step = 1,
@@ -252,20 +257,14 @@ int main(int argc, char **argv)
     /* ---- the random batch: N(0, 1) images, labels 0..9, per rank ---- */
     uint64_t rng = (uint64_t)opt.seed * 1000003ULL + (uint64_t)rank;
     for (size_t i = 0; i < (size_t)B * (size_t)m.in_count; i++)
-        x[i] = next_normal(&rng);
+        batch.x[i] = next_normal(&rng);
     for (int i = 0; i < B; i++)
-        y[i] = (int)(next_u64(&rng) % (uint64_t)m.num_classes);
-    const float *batch = x;
-    if (m.input_buf) {
-        status = model_upload(&m, m.input_buf, x,
-                              (size_t)B * (size_t)m.in_count * sizeof *x);
-        if (status != MODEL_OK) {
-            fprintf(stderr, "synthetic_benchmark: rank %d: copying the "
-                    "batch to the device: %s\n", rank,
-                    model_strerror(status));
-            goto out;
-        }
-        batch = m.input_buf;
+        batch.labels[i] = (int)(next_u64(&rng) % (uint64_t)m.num_classes);
+    status = model_batch_send(&m, &batch, B);
+    if (status != MODEL_OK) {
+        fprintf(stderr, "synthetic_benchmark: rank %d: copying the batch to "
+                "the device: %s\n", rank, model_strerror(status));
+        goto out;
     }
 
     if (rank == 0) {
@@ -277,7 +276,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     for (long long b = 0; b < opt.warmup; b++)
-        if (train_step(&m, dopt, batch, y, B, rank) != 0) goto out;
+        if (train_step(&m, dopt, &batch, rank) != 0) goto out;
     if (rank == 0) {
         printf("Running benchmark...\n");
         fflush(stdout);
@@ -285,7 +284,7 @@ int main(int argc, char **argv)
     for (long long it = 0; it < opt.iters; it++) {
         double t0 = prog_now();
         for (long long b = 0; b < opt.per_iter; b++)
-            if (train_step(&m, dopt, batch, y, B, rank) != 0) goto out;
+            if (train_step(&m, dopt, &batch, rank) != 0) goto out;
         double dt = prog_now() - t0;
         img_secs[it] = (double)B * (double)opt.per_iter / (dt > 0 ? dt : 1e-9);
         if (rank == 0) {
@@ -310,9 +309,8 @@ int main(int argc, char **argv)
 out:
     hvd_dist_opt_free(&dopt);
     model_sgd_free(&sgd);
+    model_batch_free(&m, &batch);
     model_free(&m);
-    free(x);
-    free(y);
     free(img_secs);
     status = hvd_shutdown();
     if (status != HVD_OK && rc == 0) rc = 1;
