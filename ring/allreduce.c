@@ -209,11 +209,9 @@ static int ring__allreduce_aware(const ring__coll_t *c, ring__ar_t algo,
                                  const void *sendbuf, void *recvbuf)
 {
     ring__allreduce_fn *run = ring__allreduce_algos[algo].fn;
-    int host_out = ring__host_side(c, recvbuf);
-    if (!host_out && !ring__host_side(c, sendbuf))
-        return run(c, sendbuf, recvbuf);
+    if (!c->host_in && !c->host_out) return run(c, sendbuf, recvbuf);
     size_t nbytes = c->count * c->esize;
-    char *own = host_out ? c->mem->alloc(nbytes) : recvbuf;
+    char *own = c->host_out ? c->mem->alloc(nbytes) : recvbuf;
     if (!own) {
         ring__log("%s: %zu bytes of device memory for a host recvbuf: out "
                   "of memory",
@@ -222,7 +220,7 @@ static int ring__allreduce_aware(const ring__coll_t *c, ring__ar_t algo,
     }
     c->mem->copy(own, sendbuf, nbytes);
     int status = run(c, own, own);
-    if (host_out) {
+    if (c->host_out) {
         if (status == RING_OK) c->mem->copy(recvbuf, own, nbytes);
         c->mem->release(own);
     }

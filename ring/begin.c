@@ -7,13 +7,15 @@
 #include <stdio.h>
 #include "ring/ring_internal.h"
 
-/* Whether p is device memory of this rank's device: sets c->dev when
- * it is; a message when it is another device's. */
-static const char *ring__device_of(ring__coll_t *c, const void *p)
+/* Whether p is device memory of this rank's device: sets c->dev and
+ * *is_dev when it is; a message when it is another device's. */
+static const char *ring__device_of(ring__coll_t *c, const void *p,
+                                   int *is_dev)
 {
     static __thread char why[160];
     const ring_dev_t *dev = ring_dev();
     int device, mine;
+    *is_dev = 0;
     if (!dev || !dev->owns(p, &device)) return NULL;
     if (dev->device(&mine) != RING_OK) return "cannot tell this rank's device";
     if (device != mine) {
@@ -22,6 +24,7 @@ static const char *ring__device_of(ring__coll_t *c, const void *p)
         return why;
     }
     c->dev = dev;
+    *is_dev = 1;
     return NULL;
 }
 
@@ -33,6 +36,7 @@ static const char *ring__bad_args(ring__coll_t *c, const void *sendbuf,
     const char *why = NULL;
     c->mem = &ring__mem_host;
     c->dev = NULL;
+    c->host_in = c->host_out = 0;
     if (c->comm == MPI_COMM_NULL) return "comm is MPI_COMM_NULL";
     if (ring_dtype_size(c->dtype) == 0) return "unknown dtype";
     if (c->op != RING__NO_OP && ring_op_name(c->op) == NULL)
@@ -47,8 +51,14 @@ static const char *ring__bad_args(ring__coll_t *c, const void *sendbuf,
          * and the bare hierarchical call take host memory only. */
         return ring__mem_of(sendbuf, &why) && ring__mem_of(recvbuf, &why)
                    ? NULL : why;
-    why = ring__device_of(c, sendbuf);
-    return why ? why : ring__device_of(c, recvbuf);
+    int dev_in, dev_out;
+    why = ring__device_of(c, sendbuf, &dev_in);
+    if (!why) why = ring__device_of(c, recvbuf, &dev_out);
+    if (!why && c->dev) {
+        c->host_in = !dev_in;
+        c->host_out = !dev_out;
+    }
+    return why;
 }
 
 /* The checks that need the communicator's size, or the tuning. */

@@ -54,7 +54,7 @@ static int ring__reduce_scatter(ring_ctx_t *ctx, const char *func,
     }
     /* A CUDA-aware MPI's kernels read device memory only: a host sendbuf
      * is copied into the scratch, and reduced there in place. */
-    if (scratch && ring__host_side(&c, sendbuf)) {
+    if (scratch && c.host_in) {
         c.mem->copy(scratch, sendbuf, nbytes * (size_t)c.size);
         sendbuf = scratch;
     }

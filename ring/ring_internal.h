@@ -233,6 +233,10 @@ typedef struct {
     /* A buffer is device memory: the call runs staged (ring/staged.c), on
      * host memory, with mem the host's. NULL for host calls. */
     const ring_dev_t *dev;
+    /* A device call that mixes kinds: sendbuf (in), recvbuf (out) is host
+     * memory, which a CUDA-aware MPI's call brings to device memory before
+     * the device's kernels reduce. 0 for host calls. */
+    int host_in, host_out;
     const ring__hooks_t *hooks; /* staged: see ring__hooks_t */
     /* A registered call's: NULL, or the caller's event behind its writes
      * (ring_ctx_allreduce_registered); this rank's own. */
@@ -258,16 +262,6 @@ int ring__begin(ring__coll_t *c, const void *sendbuf, const void *recvbuf,
 static inline int ring__staging(const ring__coll_t *c)
 {
     return c->dev && c->mem == &ring__mem_host;
-}
-
-/* Whether p, a buffer of a call that a CUDA-aware MPI runs on device
- * memory (c->mem is ring__mem_device; the call may mix kinds), is host
- * memory, which the device's kernels cannot read or write: the call
- * brings it to device memory first. */
-static inline int ring__host_side(const ring__coll_t *c, const void *p)
-{
-    int device;
-    return c->mem == &ring__mem_device && !c->dev->owns(p, &device);
 }
 
 /* The status a call returns: its own, or a failure of the device
