@@ -6,15 +6,15 @@ Checks, each against values computed here: the calls refused before
 init; every collective for every dtype and op; async handles completed
 out of order and polled; names matched across ranks that submit in
 different orders; an empty tensor; on CUDA, a result synchronized on
-another stream than the one it was submitted on; grouped allreduce; allgather with first dimensions
-that differ; broadcast_object and allgather_object; mismatches (counts,
-dtypes, allgather shapes) raising on every rank, the engine working on
-after them; local errors (non-contiguous, unsupported dtype, bad op);
-the DistributedOptimizer (SGD with momentum and Adam: N ranks with B/N
-each equal one process with B; backward_passes_per_step; fp16
-compression; synchronize + skip_synchronize; a channels_last model, which
-Horovod refuses); broadcast_optimizer_state
-restoring a resumed run bitwise; SyncBatchNorm against BatchNorm over
+another stream than the one it was submitted on; grouped allreduce;
+allgather with first dimensions that differ; broadcast_object and
+allgather_object; mismatches (counts, dtypes, allgather shapes) raising
+on every rank, the engine working on after them; local errors
+(non-contiguous, unsupported dtype, bad op); the DistributedOptimizer
+(SGD with momentum and Adam: N ranks with B/N each equal one process
+with B; backward_passes_per_step; fp16 compression; synchronize +
+skip_synchronize; a channels_last model, which Horovod refuses);
+broadcast_optimizer_state restoring a resumed run bitwise; SyncBatchNorm against BatchNorm over
 the whole batch (output, running statistics, gradients); join with
 uneven batches; rank 0 shutting down while the others wait.
 
