@@ -48,6 +48,17 @@ static void schedule_describe(double base_lr, int ranks, char *buf, size_t n)
 
 /* ---- the loop's state ---- */
 
+/* Where a training step's wall time goes, on this rank's host: on the
+ * CPU forward and backward are the compute; on a GPU they are the
+ * launches, and the device's time shows where the host waits for it
+ * (reading the loss, or the step waiting for the allreduces). */
+enum { PH_BATCH, PH_FORWARD, PH_BACKWARD, PH_STEP, PH_LOSS, PHASES };
+static const char *const phase_names[PHASES] = {
+    "batches", "forward", "backward", "optimizer step", "loss read"};
+/* Steps left out of the profile: the first make cuDNN's plans and touch
+ * the buffers. */
+#define PROFILE_WARMUP 10
+
 typedef struct {
     const train_loop_config_t *cfg;
     train_loop_options_t opt;
@@ -73,6 +84,7 @@ typedef struct {
     size_t spe;               /* steps per epoch */
     long long gstep, end_step, run_steps, done_steps;
     double train_time, total_images, last_acc;
+    double phase_s[PHASES]; /* over the steps after PROFILE_WARMUP */
 } loop_t;
 
 /* What one epoch of training leaves for its report. */
@@ -350,6 +362,14 @@ static int send_train_batch(loop_t *L, size_t b, model_batch_t *bt)
     return send_batch(L, &L->train, idx, 0, n, bt);
 }
 
+/* Adds the time since *t to phase; *t becomes now. */
+static void lap(loop_t *L, int phase, double *t)
+{
+    double now = prog_now();
+    L->phase_s[phase] += now - *t;
+    *t = now;
+}
+
 /* One forward, loss, backward and DistributedOptimizer step on batch b
  * of the epoch, whose samples it counts into *n. Sending ahead, batch b
  * went out during the step before (or at the epoch's start), and batch
@@ -358,21 +378,54 @@ static int send_train_batch(loop_t *L, size_t b, model_batch_t *bt)
 static int train_step(loop_t *L, size_t b, int more, float *loss, size_t *n)
 {
     model_batch_t *cur = &L->batch[L->send_ahead ? b % 2 : 0];
+    if (L->done_steps == PROFILE_WARMUP)
+        memset(L->phase_s, 0, sizeof L->phase_s);
+    double t = prog_now();
     int status = L->send_ahead ? MODEL_OK : send_train_batch(L, b, cur);
+    lap(L, PH_BATCH, &t);
     if (status == MODEL_OK) status = model_forward_batch(&L->m, cur, 1);
+    lap(L, PH_FORWARD, &t);
     if (status == MODEL_OK && L->send_ahead && more)
         status = send_train_batch(L, b + 1, &L->batch[(b + 1) % 2]);
+    lap(L, PH_BATCH, &t);
     *n = (size_t)cur->count;
     if (status == MODEL_OK) status = model_loss_queue(&L->m, cur);
     if (status == MODEL_OK)
         status = model_backward(&L->m, trainer_grad_hook, L->dopt);
+    lap(L, PH_BACKWARD, &t);
     if (status == 0) status = hvd_dist_opt_step(L->dopt);
+    lap(L, PH_STEP, &t);
     if (status == 0) status = model_loss_read(&L->m, loss);
+    lap(L, PH_LOSS, &t);
     if (status == 0) return 0;
     fprintf(stderr, "%s: rank %d: step %lld: %s\n", L->cfg->name, L->rank,
             L->gstep, status > -8 ? hvd_strerror(status)
                                   : model_strerror(status));
     return 1;
+}
+
+/* --profile: this rank's line, the phases in ms a step. */
+static void print_profile(const loop_t *L)
+{
+    long long steps = L->done_steps - PROFILE_WARMUP;
+    if (steps <= 0) {
+        printf("profile: rank %d: no steps after the first %d\n", L->rank,
+               PROFILE_WARMUP);
+        fflush(stdout);
+        return;
+    }
+    char line[512];
+    int len = snprintf(line, sizeof line, "profile: rank %d: %lld steps, ms "
+                       "a step:", L->rank, steps);
+    double sum = 0;
+    for (int k = 0; k < PHASES && len > 0 && (size_t)len < sizeof line;
+         k++) {
+        sum += L->phase_s[k];
+        len += snprintf(line + len, sizeof line - (size_t)len, " %s %.3f,",
+                        phase_names[k], 1e3 * L->phase_s[k] / (double)steps);
+    }
+    printf("%s total %.3f\n", line, 1e3 * sum / (double)steps);
+    fflush(stdout);
 }
 
 /* Trains epoch `epoch` up to its end or end_step; 0 or 1. */
@@ -572,6 +625,7 @@ static int run(loop_t *L, int64_t start_epoch)
             checkpoint(L, epoch + 1))
             return 1;
     }
+    if (o->profile) print_profile(L);
     if (L->rank == 0 && L->done_steps > 0) {
         double rate = L->total_images /
                       (L->train_time > 0 ? L->train_time : 1e-9);

@@ -72,6 +72,7 @@ typedef struct {
     int device_auto;      /* 1: --device auto chose it */
     const char *progress; /* auto, bar (\r) or lines */
     int normalize;        /* 1: per-channel mean/std of the config */
+    int profile;          /* 1: each rank prints where its steps' time went */
     int help;
 } train_loop_options_t;
 

@@ -8,6 +8,9 @@
 # differ does not stop a run: --data folders holding the same files.
 # --max-steps K without --epochs trains K steps, past the default 2
 # epochs. Before the agreement check, a bad flag on rank 1 alone hung.
+# --profile: each rank's line of ms a step, the phases adding up to the
+# total, the forward and backward (the CPU's compute) not zero, the first
+# 10 steps left out (and said so when there were no more).
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # shellcheck source=test/script_lib.sh
 . "${srcdir:-.}/test/script_lib.sh"
@@ -78,6 +81,40 @@ script_launch "max-steps alone" 1 $tf --data "$dir/idx" --batch-size 2 \
 grep -q "^done: 5 steps" "$dir/out" || {
     cat "$dir/out" >&2
     echo "FAIL: --max-steps 5 without --epochs: no \"done: 5 steps\"" >&2
+    rc=1
+}
+# profile_check NP STEPS: the --profile lines of $dir/out, one per rank.
+profile_check() {
+    awk -v np="$1" -v steps="$2" '
+        /^profile: / {
+            n++
+            seen[$3]++
+            ok = $4 == steps && $5 == "steps," && $NF + 0 > 0
+            sum = 0
+            for (i = 8; i < NF - 1; i++)
+                if ($(i + 1) ~ /^[0-9.]+,$/) { sum += $(i + 1); v[$i] = $(i + 1) + 0 }
+            if (!ok || v["forward"] <= 0 || v["backward"] <= 0 ||
+                sum - $NF > 0.004 || $NF - sum > 0.004) {
+                print "bad line: " $0; bad = 1
+            }
+        }
+        END {
+            for (r = 0; r < np; r++) if (seen[r ":"] != 1) bad = 1
+            exit bad || n != np
+        }' "$dir/out"
+}
+script_launch "profile" 2 $tf --data "$dir/idx" --batch-size 1 \
+    --progress lines --max-steps 14 --profile > "$dir/out"
+profile_check 2 4 || {
+    cat "$dir/out" >&2
+    echo "FAIL: --profile: not one good line per rank of 4 steps" >&2
+    rc=1
+}
+script_launch "profile, warm-up only" 1 $tf --data "$dir/idx" \
+    --batch-size 2 --progress lines --max-steps 3 --profile > "$dir/out"
+grep -q "^profile: rank 0: no steps after the first 10$" "$dir/out" || {
+    cat "$dir/out" >&2
+    echo "FAIL: --profile over 3 steps: no \"no steps\" line" >&2
     rc=1
 }
 script_finish train_flags
