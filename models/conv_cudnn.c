@@ -20,8 +20,9 @@
  * path. PyTorch lets cuDNN use TF32 for convolutions by default
  * (torch.backends.cudnn.allow_tf32); tf32 does as it does: the
  * descriptor starts in CUDNN_DEFAULT_MATH, and each direction runs in the
- * math type cuDNN's heuristics gave its algorithm (TF32 rounds the
- * operands to 10 bits of mantissa: about 1e-3 relative, far from float).
+ * math type cuDNN's heuristics gave its algorithm, or in FMAs where none
+ * of those is deterministic and fits (TF32 rounds the operands to 10 bits
+ * of mantissa: about 1e-3 relative, far from float).
  *
  * The bias: added after the convolution (cudnnAddTensor), its gradient
  * summed by cudnnConvolutionBackwardBias, accumulating as dw's does.
@@ -215,51 +216,84 @@ static cudnnStatus_t workspace_nbytes(const plan_t *p, direction_t dir,
         (cudnnConvolutionBwdFilterAlgo_t)algo, nbytes);
 }
 
-/* The first of cuDNN's deterministic algorithms for dir whose workspace,
- * asked again for the descriptors as they will be set, fits in p's
- * scratch; stored in p with its math: float FMAs only, or under tf32 the
- * math type cuDNN gave it (tensor cores on float data are TF32).
- * Conversions to a smaller type never. Deterministic, as PyTorch's
- * cudnn.deterministic: the backward algorithms that add with atomics
- * (backward data and filter ALGO_0, filter ALGO_3) would make two runs
- * of the same steps differ, and a resume must equal the run it resumes
- * bit for bit. Implicit GEMM forward and backward ALGO_1 are
- * deterministic and need little or no workspace (the scratch is 4 MiB
- * at least), so none fitting is a failure. */
+/* Why candidate c was passed over, or NULL when it may run in math under
+ * p's scratch (its workspace, asked again for the descriptor as it will
+ * be set, into *need). */
+static const char *passed_over(plan_t *p, direction_t dir,
+                               const candidate_t *c, cudnnMathType_t math,
+                               size_t *need)
+{
+    if (c->status != CUDNN_STATUS_SUCCESS) return "unsupported";
+    if (!c->deterministic) return "nondeterministic";
+    if (c->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+        (math == CUDNN_FMA_MATH && c->math == CUDNN_TENSOR_OP_MATH))
+        return "math";
+    if (c->nbytes > p->scratch_nbytes) return "scratch";
+    if (cudnnSetConvolutionMathType(p->conv, math) != CUDNN_STATUS_SUCCESS ||
+        workspace_nbytes(p, dir, c->algo, need) != CUDNN_STATUS_SUCCESS)
+        return "refused";
+    return *need > p->scratch_nbytes ? "scratch" : NULL;
+}
+
+/* The first of cuDNN's deterministic algorithms for dir, by its
+ * heuristics for the descriptor in math `asked`, that fits in p's
+ * scratch; stored in p with the math it runs in: float FMAs, or under
+ * CUDNN_DEFAULT_MATH the math type cuDNN gave it (tensor cores on float
+ * data are TF32), conversions to a smaller type never. Else 1, with
+ * each candidate and why it was passed over appended to seen. */
+static int choose_in(plan_t *p, direction_t dir, cudnnMathType_t asked,
+                     char *seen, size_t seen_size, int *rc)
+{
+    candidate_t c[ALGO_MAX];
+    int count = 0;
+    *rc = CUDNN(cudnnSetConvolutionMathType, p->conv, asked);
+    if (*rc == MODEL_OK) *rc = candidates(p, dir, c, &count);
+    if (*rc != MODEL_OK) return 0;
+    for (int i = 0; i < count; i++) {
+        size_t need = 0, len = strlen(seen);
+        cudnnMathType_t math = asked == CUDNN_FMA_MATH ? asked : c[i].math;
+        const char *why = passed_over(p, dir, &c[i], math, &need);
+        if (!why) {
+            p->algo[dir] = c[i].algo;
+            p->nbytes[dir] = need;
+            p->math[dir] = math;
+            return 0;
+        }
+        snprintf(seen + len, seen_size - len, " %d/%d:%s", c[i].algo,
+                 (int)c[i].math, why);
+    }
+    return 1;
+}
+
+/* Deterministic, as PyTorch's cudnn.deterministic: the backward
+ * algorithms that add with atomics (backward data and filter ALGO_0,
+ * filter ALGO_3) would make two runs of the same steps differ, and a
+ * resume must equal the run it resumes bit for bit. Under tf32 a
+ * direction whose deterministic algorithms in TF32 all miss (cuDNN 9
+ * offered none for the cnn's backward data on an H200) runs in float
+ * FMAs: TF32 is allowed, not required. Implicit GEMM forward and backward
+ * ALGO_1 are deterministic and need little or no workspace (the scratch
+ * is 4 MiB at least), so none fitting in FMA math is a failure, which
+ * lists cuDNN's candidates as algorithm/math:why. */
 static int choose(plan_t *p, direction_t dir)
 {
     static const char *const names[] = {"forward", "backward data",
                                         "backward filter"};
-    candidate_t c[ALGO_MAX];
-    int count = 0;
-    int rc = CUDNN(cudnnSetConvolutionMathType, p->conv,
-                   p->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
-    if (rc == MODEL_OK) rc = candidates(p, dir, c, &count);
-    if (rc != MODEL_OK) return rc;
-    for (int i = 0; i < count; i++) {
-        size_t need;
-        cudnnMathType_t math = p->tf32 ? c[i].math : CUDNN_FMA_MATH;
-        if (c[i].status != CUDNN_STATUS_SUCCESS || !c[i].deterministic ||
-            c[i].nbytes > p->scratch_nbytes ||
-            c[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
-            (!p->tf32 && c[i].math == CUDNN_TENSOR_OP_MATH) ||
-            cudnnSetConvolutionMathType(p->conv, math) !=
-                CUDNN_STATUS_SUCCESS ||
-            workspace_nbytes(p, dir, c[i].algo, &need) !=
-                CUDNN_STATUS_SUCCESS ||
-            need > p->scratch_nbytes)
-            continue;
-        p->algo[dir] = c[i].algo;
-        p->nbytes[dir] = need;
-        p->math[dir] = math;
-        return MODEL_OK;
+    char seen[384] = "";
+    int rc;
+    if (p->tf32) {
+        strcpy(seen, " TF32:");
+        if (!choose_in(p, dir, CUDNN_DEFAULT_MATH, seen, sizeof seen, &rc))
+            return rc;
     }
-    char detail[160];
+    strcat(seen, " FMA:");
+    if (!choose_in(p, dir, CUDNN_FMA_MATH, seen, sizeof seen, &rc)) return rc;
+    char detail[512];
     snprintf(detail, sizeof detail,
-             "none of %d %s algorithms is deterministic in %s math within "
-             "%zu bytes of scratch",
-             count, names[dir], p->tf32 ? "TF32 or FMA" : "FMA",
-             p->scratch_nbytes);
+             "no %s algorithm is deterministic in %s math within %zu bytes "
+             "of scratch; cuDNN's, as algorithm/math:why,%s",
+             names[dir], p->tf32 ? "TF32 or FMA" : "FMA", p->scratch_nbytes,
+             seen);
     return fail("cudnnGetConvolution*Algorithm_v7", detail);
 }
 
