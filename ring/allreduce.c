@@ -277,7 +277,8 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
         goto out;
     }
     if (c.size == 1) {
-        /* AVERAGE over one rank divides by one: a copy. */
+        /* AVERAGE over one rank divides by one: a copy, or nothing (a
+         * registered call, in place, need not wait for its ready). */
         if (sendbuf != recvbuf)
             c.mem->copy(recvbuf, sendbuf, count * c.esize);
         goto out;

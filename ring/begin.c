@@ -113,8 +113,11 @@ int ring__begin(ring__coll_t *c, const void *sendbuf, const void *recvbuf,
     RING_CHECK(ring__agree(hier ? c->ctx->cross : c->comm, c, local));
     RING_CHECK_MPI(MPI_Comm_rank(c->comm, &c->rank));
     RING_CHECK_MPI(MPI_Comm_size(c->comm, &c->size));
-    /* An MPI that reads device memory runs the host algorithms on it. */
-    if (c->dev && ring__cuda_aware(c->dev)) {
+    /* An MPI that reads device memory runs the host algorithms on it; so
+     * does a rank alone, whose data MPI never reads: its call is a copy
+     * at most, on the device, where staging went through the host and
+     * made the host wait for the device for the identity. */
+    if (c->dev && (c->size == 1 || ring__cuda_aware(c->dev))) {
         c->mem = &ring__mem_device;
         RING_CHECK(ring__mem_device_bind(c->ctx));
     }

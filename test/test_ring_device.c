@@ -302,8 +302,9 @@ static void test_all(void)
  * the caller's stream, behind other work, with an event to wait for
  * (ready): a call that read the buffer without waiting would see the
  * last call's; staged (under 4 KiB), the host waits for the device no
- * more often for such a call than for one without (emulated device). A
- * count that overruns it, or none registered, is refused. */
+ * more often for such a call than for one without (emulated device),
+ * and a rank alone never. A count that overruns it, or none registered,
+ * is refused. */
 static void test_registered(void)
 {
     enum { REG_BYTES = 1 << 20, NCASES = 6 };
@@ -357,6 +358,14 @@ static void test_registered(void)
                   "event to wait for, %llu times without",
                   case_name, (unsigned long long)waits[5],
                   (unsigned long long)waits[4]);
+    /* A rank alone: the identity, in place, with or without ready; it
+     * went staged through the host, which waited for the device. */
+    for (int k = 0; k < NCASES && size == 1; k++) {
+        name_case("allreduce_registered", &cases[k], 1, 0);
+        if (waits[k] != 0)
+            TEST_FAIL("%s: one rank alone waited for the device %llu times",
+                      case_name, (unsigned long long)waits[k]);
+    }
     for (int k = 0; k < NCASES; k++) {
         name_case("allreduce_registered", &cases[k], 1, 0);
         expect_same(got[k], want[k], nbytes[k]);
