@@ -21,7 +21,7 @@
 #   bench/compare_torch.sh                          # defaults, ~8 min quiet
 #   bench/compare_torch.sh --reps 1 --steps 60 --results /tmp/ct   # smoke
 # Options have environment equivalents (MODELS, RANKS, REPS, STEPS_MLP,
-# STEPS_CNN, EPOCHS, BATCH, DATA, NORMALIZE, DEVICE, RESULTS, RUN_TIMEOUT, MPIRUN_ARGS,
+# STEPS_CNN, EPOCHS, BATCH, DATA, NORMALIZE, DEVICE, TORCH_CUDNN, RESULTS, RUN_TIMEOUT, MPIRUN_ARGS,
 # PYTHON (the interpreter that imports torch),
 # NO_INSTALL=1); flags win.
 #
@@ -45,6 +45,7 @@ batch=${BATCH:-64}
 data_dir=${DATA:-/usr/share/datasets/fashion-mnist}
 normalize=${NORMALIZE:-off}
 device=${DEVICE:-cpu}
+torch_cudnn=${TORCH_CUDNN:-fast}
 results=${RESULTS:-$root/bench/results/compare_torch}
 run_timeout=${RUN_TIMEOUT:-1800}
 mpirun_args=${MPIRUN_ARGS:-"--allow-run-as-root --oversubscribe --bind-to none"}
@@ -70,6 +71,10 @@ usage: $0 [options]
   --device cpu|cuda    where both train (\$DEVICE; cpu): on cuda every
                        rank shares the node's GPU (ours: the device
                        hvd_init chose; torch: cuda:0, gloo)
+  --torch-cudnn fast|exact  torch's convolutions on cuda (\$TORCH_CUDNN;
+                       fast): its defaults (TF32, any algorithm), or
+                       float FMAs and deterministic algorithms, as ours
+                       by default (torch_fmnist.py --cudnn)
   --results DIR        raw outputs and the table (\$RESULTS;
                        bench/results/compare_torch)
   --timeout S          seconds before a run is killed (\$RUN_TIMEOUT; 1800)
@@ -101,6 +106,7 @@ while [ $# -gt 0 ]; do
         --data) need_value "$@"; data_dir=$2; shift 2 ;;
         --normalize) need_value "$@"; normalize=$2; shift 2 ;;
         --device) need_value "$@"; device=$2; shift 2 ;;
+        --torch-cudnn) need_value "$@"; torch_cudnn=$2; shift 2 ;;
         --results) need_value "$@"; results=$2; shift 2 ;;
         --timeout) need_value "$@"; run_timeout=$2; shift 2 ;;
         --no-install) no_install=1; shift ;;
@@ -140,6 +146,7 @@ for n in $ranks; do
 done
 case $normalize in on|off) ;; *) bad "--normalize: \"$normalize\" (on or off)" ;; esac
 case $device in cpu|cuda) ;; *) bad "--device: \"$device\" (cpu or cuda)" ;; esac
+case $torch_cudnn in fast|exact) ;; *) bad "--torch-cudnn: \"$torch_cudnn\" (fast or exact)" ;; esac
 case $no_install in 0|1) ;; *) bad "NO_INSTALL: \"$no_install\" (0 or 1)" ;; esac
 
 # ---- what the runs need ----
@@ -191,11 +198,13 @@ else
     done
 fi
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+cudnn_desc=""
+[ "$device" = cuda ] && cudnn_desc=", torch's cuDNN $torch_cudnn"
 ompi=$(mpirun --version 2>/dev/null | head -n 1)
 header="# $cmdline
 # compare_torch: commit $commit, $cpus CPUs, load average at start $(cut -d' ' -f1-3 /proc/loadavg)
 # ours: examples/train_fmnist; torch: bench/torch_fmnist.py, torch $torch_version DDP gloo ($ompi)
-# batch $batch per rank, 1 thread per rank, $length_desc, $reps reps, normalize $normalize, device $device"
+# batch $batch per rank, 1 thread per rank, $length_desc, $reps reps, normalize $normalize, device $device$cudnn_desc"
 printf '%s\n' "$header" > "$results/summary.txt"
 printf '%s\n' "$header"
 
@@ -242,7 +251,7 @@ one() {
     if [ "$o_impl" = ours ]; then
         set -- "$ours" --model "$o_m" $len --batch-size "$batch" --data "$data_dir" --progress lines $ours_norm_flag --device "$device"
     else
-        set -- "$python" "$peer" --model "$o_m" $len --batch-size "$batch" --data "$data_dir" --normalize "$normalize" --device "$device"
+        set -- "$python" "$peer" --model "$o_m" $len --batch-size "$batch" --data "$data_dir" --normalize "$normalize" --device "$device" --cudnn "$torch_cudnn"
     fi
     # shellcheck disable=SC2086
     if ! timeout -k 10 "$run_timeout" mpirun $mpirun_args $threads_x -np "$o_n" "$@" \

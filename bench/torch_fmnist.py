@@ -110,6 +110,12 @@ def parse_args(argv):
                    "cuda:0, as train_fmnist's ranks sharing one GPU; gloo "
                    "reduces CUDA tensors where NCCL refuses ranks that share "
                    "a GPU)")
+    p.add_argument("--cudnn", choices=("fast", "exact"), default="fast",
+                   help="cuDNN's convolutions on cuda: PyTorch's defaults, "
+                   "TF32 allowed and any algorithm (fast), or float FMAs "
+                   "and deterministic algorithms, as train_fmnist's by "
+                   "default (exact: cudnn.allow_tf32 off, "
+                   "cudnn.deterministic on)")
     a = p.parse_args(argv)
     if not 1 <= a.epochs <= 100000:
         p.error("--epochs: %d is out of range 1..100000" % a.epochs)
@@ -306,6 +312,9 @@ def main(argv):
         fail("--device cuda: torch sees no GPU (torch %s)" % torch.__version__,
              2)
     dev = torch.device(opt.device)
+    if opt.cudnn == "exact":
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.deterministic = True
     dist.init_process_group("gloo", rank=rank, world_size=size)
 
     # ---- data: every rank reads both splits ----
@@ -348,12 +357,14 @@ def main(argv):
         print("torch_fmnist: %s, %d parameters, %d rank%s, batch %d per rank, "
               "%d training images (%d steps per epoch), %d test images, "
               "lr %g x %d after %g warm-up epoch (torch %s, gloo, %d thread%s "
-              "per rank, normalize %s, init %s, on %s)"
+              "per rank, normalize %s, init %s, on %s%s)"
               % (opt.model, nparams, size, "" if size == 1 else "s",
                  opt.batch_size, n_train, spe, test_x.shape[0], opt.lr, size,
                  WARMUP_EPOCHS, torch.__version__, torch.get_num_threads(),
                  "" if torch.get_num_threads() == 1 else "s", opt.normalize,
-                 opt.init, opt.device), flush=True)
+                 opt.init, opt.device,
+                 ", cuDNN " + opt.cudnn if opt.device == "cuda" else ""),
+              flush=True)
 
     gstep = done_steps = 0
     train_time = total_images = 0.0

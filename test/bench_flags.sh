@@ -353,6 +353,8 @@ expect_script 2 "$ct --epochs: \"x\" is not an integer >= 0" \
     "$bench/compare_torch.sh" --epochs x
 expect_script 2 "$ct --ranks: \"0\" is not a rank count" \
     "$bench/compare_torch.sh" --ranks 0
+expect_script 2 "$ct --torch-cudnn: \"tf32\" (fast or exact)" \
+    "$bench/compare_torch.sh" --torch-cudnn tf32
 expect_script 2 "$ct --models: empty" "$bench/compare_torch.sh" --models ""
 expect_script 2 "$ct --ranks: empty" "$bench/compare_torch.sh" --ranks ""
 with REPS=x expect_script 2 "$ct --reps: \"x\" is not an integer >= 1" \
@@ -452,6 +454,8 @@ expect_script 2 "torch_fmnist.py: error: --epochs: 0 is out of range \
 1..100000" "$bench/torch_fmnist.py" --epochs 0
 expect_script 2 "torch_fmnist.py: error: argument --model: invalid choice" \
     "$bench/torch_fmnist.py" --model resnet
+expect_script 2 "torch_fmnist.py: error: argument --cudnn: invalid choice" \
+    "$bench/torch_fmnist.py" --cudnn tf32
 expect_script 1 "summarize.py" "$bench/summarize.py"
 expect_script 1 "summarize.py: no common sizes (not --compare output?)" \
     "$bench/summarize.py" "$dir/log.txt"

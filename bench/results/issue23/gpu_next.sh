@@ -23,6 +23,9 @@
 #   3b. the cnn the same way with HVD_CONV_TF32=1, cuDNN's convolutions
 #      in TF32 as torch's are by default (it failed on the first try:
 #      709000a falls back to FMA per direction);
+#   3c. the cnn the same way, ours as it is against torch with
+#      --torch-cudnn exact: both in float FMAs with deterministic
+#      algorithms, the same math;
 #   4. compare_torch.sh --device cuda at batch 64, 1 and 2 ranks sharing
 #      the GPU: the target is >= 0.8x torch at 1 rank, and the 2-rank
 #      step within 1.2x of twice the 1-rank step, which is 2-rank
@@ -120,6 +123,9 @@ fits ct512_cudnn 80 &&
 fits ct512_tf32 45 &&
     HVD_CONV_TF32=1 ct ct512_tf32 --models cnn --ranks 1 --batch-size 512 \
         --steps-cnn 200
+fits ct512_exact 45 &&
+    ct ct512_exact --models cnn --ranks 1 --batch-size 512 --steps-cnn 200 \
+        --torch-cudnn exact
 fits ct64 190 &&
     ct ct64 --ranks "1 2" --batch-size 64 --steps-mlp 1000 --steps-cnn 300
 if fits synthetic 20; then
