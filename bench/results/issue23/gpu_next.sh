@@ -36,7 +36,10 @@
 #   7. where a 2-rank cnn step's time goes: HVD_TIMELINE over 300 steps,
 #      summed by phase (bench/timeline_phases.py, the first 2 s dropped);
 #   8. nsys's kernel and API summaries of 200 cnn steps at 1 rank, batch
-#      64, when the node has nsys (the H200 of 2026-11-27 had none).
+#      64, when the node has nsys (the H200 of 2026-11-27 had none);
+#   9. the 2-rank runs of step 2 again under MPS (one context for both
+#      processes, whose kernels otherwise take turns on the GPU), when
+#      the node has nvidia-cuda-mps-control.
 #
 # Everything is written under WORK (/tmp/gpu_next): the build and
 # gpu-check's logs in WORK/gpu-check, each step's output in WORK/out.
@@ -157,5 +160,24 @@ elif fits nsys 60; then
         --model cnn --device cuda --batch-size 64 --max-steps 200 \
         --epochs 100 > "$out/nsys_cnn64.txt" 2>&1
     echo "nsys rc=$? at $((SECONDS - t0))s"
+fi
+# Two processes on one GPU take turns on it unless MPS merges their work
+# into one context: the 2-rank runs again under MPS, when the node has it.
+if ! command -v nvidia-cuda-mps-control > /dev/null; then
+    echo "no MPS on this node"
+elif fits mps 40; then
+    export CUDA_MPS_PIPE_DIRECTORY=$work/mps CUDA_MPS_LOG_DIRECTORY=$work/mps
+    mkdir -p "$work/mps"
+    if nvidia-cuda-mps-control -d; then
+        for model in mlp cnn; do
+            echo "# $model at 2 ranks, batch 64, under MPS"
+            train 2 $model --profile 2>&1 |
+                grep '^profile:\|^done:\|^train_fmnist:'
+        done | tee "$out/mps.txt"
+        echo quit | nvidia-cuda-mps-control
+    else
+        echo "MPS did not start"
+    fi
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 fi
 echo "end at $((SECONDS - t0))s"
