@@ -194,7 +194,6 @@ static int ring__allreduce_run(const ring__coll_t *c, const void *sendbuf,
 static int ring__allreduce_chunk(const ring__coll_t *c, char *stage,
                                  size_t count, void *arg)
 {
-    if (c->size == 1) return RING_OK;
     ring__coll_t chunk = *c;
     chunk.count = count;
     return ring__allreduce_algos[*(ring__ar_t *)arg].fn(&chunk, stage, stage);
@@ -235,7 +234,7 @@ static int ring__allreduce_device(const ring__coll_t *c, const void *sendbuf,
                                   void *recvbuf)
 {
     int status = RING_OK;
-    ring__ar_t algo = c->size > 1 ? ring__allreduce_decide(c) : RING__AR_RING;
+    ring__ar_t algo = ring__allreduce_decide(c);
     ring__ipc_t *ipc = NULL;
     if ((algo == RING__AR_SHM || algo == RING__AR_SHM_HIER) &&
         c->tuning->ipc)
@@ -272,7 +271,7 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
     if (count == 0) goto out;
     /* Host memory behind a device's event: the host reads it below. */
     if (c.ready && !c.dev) RING_CHECK(ring_dev()->event_sync(c.ready));
-    if (c.dev && (c.size > 1 || ring__staging(&c))) {
+    if (c.dev && c.size > 1) {
         status = ring__allreduce_device(&c, sendbuf, recvbuf);
         goto out;
     }

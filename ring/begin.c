@@ -29,7 +29,8 @@ static const char *ring__device_of(ring__coll_t *c, const void *p,
 }
 
 /* What is wrong with the call's arguments, or NULL; sets c->mem, and
- * c->dev for device buffers (the call is then staged on host memory). */
+ * c->dev for device buffers (then staged on host memory, unless
+ * ring__begin finds MPI CUDA-aware or the rank alone). */
 static const char *ring__bad_args(ring__coll_t *c, const void *sendbuf,
                                   const void *recvbuf)
 {

@@ -2,8 +2,8 @@
  * algorithms do to data (copy, zero, reduce two inputs or N, divide, get
  * scratch), so pipeline.c, recursive.c and shm.c are written once for
  * every kind: host memory, and device memory for an MPI that reads it
- * (CUDA-aware), whose operations run on the device and are waited for.
- * Without such an MPI, device buffers are staged (staged.c) or read
+ * (CUDA-aware) or a rank alone, whose operations run on the device and
+ * are waited for. Otherwise device buffers are staged (staged.c) or read
  * across the node (ipc.c), and the algorithms see host memory. */
 #include <pthread.h>
 #include <stdlib.h>

@@ -10,7 +10,6 @@ static int ring__reduce_scatter_chunk(const ring__coll_t *c, char *stage,
                                       size_t count, void *arg)
 {
     (void)arg;
-    if (c->size == 1) return RING_OK;
     return ring__ring_blocks(c, stage, stage, count, c->op, c->size - 1,
                              c->size - 1, c->comm);
 }

@@ -386,7 +386,9 @@ int ring_ctx_register(ring_ctx_t *ctx, void *buf, size_t nbytes);
  * rank's registered buffer. ready: NULL, or an event this rank recorded
  * behind its writes to its buffer: ring's reads of the buffer wait for it
  * (on the device, where they run there), so that the caller need not
- * synchronise first (a buffer of host memory: the host waits for it).
+ * synchronise first (a buffer of host memory: the host waits for it). A
+ * rank alone reads nothing: its device buffer holds the result once
+ * ready is through, and the call returns without waiting for it.
  * RING_ERR_ARG when none is registered or it is too small, or for an
  * event in a process without a device. */
 int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,

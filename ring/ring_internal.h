@@ -131,7 +131,8 @@ typedef struct {
 } ring__mem_ops_t;
 
 extern const ring__mem_ops_t ring__mem_host;
-/* Device memory, for MPI that reads it (CUDA-aware): each operation runs
+/* Device memory, for MPI that reads it (CUDA-aware) and for a rank alone
+ * (whose data MPI never reads): each operation runs
  * on ring_dev()'s work stream and is waited for. A failure is logged and
  * kept for ring__mem_device_status, since the table's functions return
  * nothing. */
@@ -170,7 +171,7 @@ struct ring_ctx {
     void *registered;     /* ring_ctx_register's buffer, or NULL */
     size_t registered_bytes;
     int wrapped;          /* ring__ctx_wrap's: holds nothing past a call */
-    ring_stream_t *work;  /* CUDA-aware calls' device work (mem.c) */
+    ring_stream_t *work;  /* ring__mem_device's work (mem.c) */
 };
 
 /* A context for one call on the caller's communicators, holding nothing:

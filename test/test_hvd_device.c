@@ -11,8 +11,9 @@
  *     MEMCPY_IN_FUSION_BUFFER events of groups (execute.c's device
  *     fusion);
  *   - on the emulated device, a lone device allreduce waits for the
- *     device on the host once (ring's end), its caller's stream on the
- *     device (it goes through the fusion buffer as a group of one);
+ *     device on the host once (ring's end; at one rank never), its
+ *     caller's stream on the device (it goes through the fusion buffer as
+ *     a group of one);
  *   - the stream variant: the input is copied up on the caller's stream
  *     and submitted without synchronising, the result copied back on the
  *     same stream after hvd_wait_stream, or after hvd_wait, which waits
