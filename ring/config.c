@@ -26,15 +26,22 @@ static int ring__parse_algo(const char *text, void *field)
     return ring_algo_parse(text, field);
 }
 
-static int ring__parse_stream(const char *text, void *field)
+/* One of n words: first + its index into the int at field. */
+static int ring__parse_word(const char *text, const char *const *names,
+                            int n, int first, void *field)
 {
-    static const char *const names[] = {"auto", "off", "on"};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < n; i++)
         if (strcmp(text, names[i]) == 0) {
-            *(int *)field = i - 1; /* RING__STREAM_AUTO is -1 */
+            *(int *)field = first + i;
             return RING_OK;
         }
     return RING_ERR_ARG;
+}
+
+static int ring__parse_stream(const char *text, void *field)
+{
+    static const char *const names[] = {"auto", "off", "on"};
+    return ring__parse_word(text, names, 3, RING__STREAM_AUTO, field);
 }
 
 static int ring__parse_auto_flag(const char *text, void *field)
@@ -48,9 +55,14 @@ static int ring__parse_auto_flag(const char *text, void *field)
 
 static int ring__parse_ipc(const char *text, void *field)
 {
-    if (strcmp(text, "auto") && strcmp(text, "off")) return RING_ERR_ARG;
-    *(int *)field = text[0] == 'a';
-    return RING_OK;
+    static const char *const names[] = {"off", "auto"};
+    return ring__parse_word(text, names, 2, 0, field);
+}
+
+static int ring__parse_ipc_wait(const char *text, void *field)
+{
+    static const char *const names[] = {"device", "host"};
+    return ring__parse_word(text, names, 2, 0, field);
 }
 
 /* Sizes: ring_parse_bytes' grammar, at most 1 GiB, at least the row's
@@ -128,6 +140,9 @@ static const ring__setting_t ring__settings[] = {
     /* How a rank writes, not what: ranks may differ. */
     {"HVD_SHM_STREAM", "auto", "auto, on or off",
      offsetof(ring__tuning_t, shm_stream), ring__parse_stream, 0},
+    /* How a rank waits, not for what: ranks may differ. */
+    {"HVD_RING_IPC_WAIT", "device", "device or host",
+     offsetof(ring__tuning_t, ipc_host_wait), ring__parse_ipc_wait, 0},
 };
 enum { RING__NSETTINGS = sizeof ring__settings / sizeof ring__settings[0] };
 

@@ -375,6 +375,19 @@ static size_t ring__ipc_block(const ring__ipc_t *ipc,
     return ring__block_offset(k->n, ipc->size, r) * k->c->esize;
 }
 
+/* This rank's stream after ev, another rank's record: a wait queued on
+ * the stream, or under HVD_RING_IPC_WAIT=host one on the host first, so
+ * that no stream of ours waits on the device for another process's work
+ * (ranks that share a GPU take turns on it: whether a stream held at such
+ * a wait holds the GPU until its time slice ends is what the setting is
+ * there to measure). Either waits for the record before it. */
+static int ring__ipc_after(ring__ipc_t *ipc, const ring__coll_t *c,
+                           ring_event_t *ev)
+{
+    return c->tuning->ipc_host_wait ? ipc->dev->event_sync(ev)
+                                    : ipc->dev->stream_wait(ipc->stream, ev);
+}
+
 /* Every block of done, once its owner has reduced it, into done's dst (a
  * block already there is skipped): queued behind the owner's event, not
  * waited for. */
@@ -387,7 +400,7 @@ static int ring__ipc_gather(ring__ipc_t *ipc, const ring__ipc_chunk_t *done)
                                   done->g + 1));
         if (len == 0 || done->bufs[r] + at == done->dst + at) continue;
         if (r != ipc->rank)
-            RING_CHECK(ipc->dev->stream_wait(ipc->stream, ipc->reduced_ev[r]));
+            RING_CHECK(ring__ipc_after(ipc, done->c, ipc->reduced_ev[r]));
         RING_CHECK(ipc->dev->copy(done->dst + at, done->bufs[r] + at, len,
                                   ipc->stream));
     }
@@ -455,7 +468,7 @@ static int ring__ipc_reduce(ring__ipc_t *ipc, const ring__ipc_chunk_t *k)
         /* Even with no block here: this wait is what orders the next
          * copy into the half after r's reads of it (see the top). */
         if (r != ipc->rank)
-            RING_CHECK(ipc->dev->stream_wait(ipc->stream, ipc->posted_ev[r]));
+            RING_CHECK(ring__ipc_after(ipc, k->c, ipc->posted_ev[r]));
     }
     if (len > 0)
         RING_CHECK(ipc->dev->reduce_n(k->bufs[ipc->rank] + at, inputs,

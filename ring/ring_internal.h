@@ -77,6 +77,8 @@ int ring__check_mpi_up(const char *func);
  *   HVD_RING_IPC             auto | off: device allreduces within a node
  *                            through CUDA IPC where it works (ipc.c)
  *   HVD_CUDA_AWARE           auto | 0 | 1: MPI reads device memory (mem.c)
+ *   HVD_RING_IPC_WAIT        device | host: how the IPC path waits for
+ *                            another rank's work (ipc.c)
  * A bad value fails every collective with RING_ERR_ARG and a message that
  * names the variable, rather than silently running something else. */
 typedef struct {
@@ -90,6 +92,7 @@ typedef struct {
     size_t ipc_bytes;
     int ipc;        /* 0: off, 1: auto */
     int cuda_aware; /* -1: auto, 0, 1 */
+    int ipc_host_wait; /* 0: device, 1: host */
 } ring__tuning_t;
 
 enum { RING__STREAM_AUTO = -1, RING__STREAM_OFF = 0, RING__STREAM_ON = 1 };

@@ -47,6 +47,7 @@ refused HVD_RING_STAGING_BYTES=32 "$ring 64 to 1G"
 refused HVD_RING_IPC_BYTES=2G "$ring 64 to 1G"
 refused HVD_RING_IPC=on ": expected auto or off"
 refused HVD_SHM_STREAM=yes ": expected auto, on or off"
+refused HVD_RING_IPC_WAIT=gpu ": expected device or host"
 refused HVD_ALLREDUCE_ALGO=fastest ": expected auto, ring, rdb or rhd"
 # A path of 4096 bytes: one more than the setting holds with its NUL.
 long=$(head -c 4096 /dev/zero | tr '\0' x)
@@ -67,7 +68,8 @@ for name in HVD_FUSION_THRESHOLD HVD_CYCLE_TIME HVD_TIMELINE \
     HVD_STALL_CHECK_TIME HVD_STALL_SHUTDOWN_TIME HVD_LOG_LEVEL HVD_BIND \
     HVD_INTRANODE HVD_HIERARCHICAL_ALLREDUCE HVD_SPIN_TIME HVD_ALLREDUCE_ALGO \
     HVD_RING_SEGMENT_BYTES HVD_RING_SMALL_BYTES HVD_SHM_SEGMENT_BYTES \
-    HVD_SHM_STREAM HVD_RING_STAGING_BYTES HVD_RING_IPC_BYTES HVD_RING_IPC; do
+    HVD_SHM_STREAM HVD_RING_STAGING_BYTES HVD_RING_IPC_BYTES HVD_RING_IPC \
+    HVD_RING_IPC_WAIT; do
     empty="$empty $name="
 done
 # shellcheck disable=SC2086 # one word per setting

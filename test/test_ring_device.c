@@ -35,6 +35,7 @@
 #include "test/values.h"
 
 static int rank, size, quick;
+static int hier; /* --hier: the context is hierarchical */
 /* The emulated device (which counts the host's waits for it), and MPI
  * handed device memory (--cuda-aware 1). */
 static int emulated, cuda_aware;
@@ -358,6 +359,25 @@ static void test_registered(void)
                   "event to wait for, %llu times without",
                   case_name, (unsigned long long)waits[5],
                   (unsigned long long)waits[4]);
+    /* Through the window (4 KiB and up) a rank's stream waits for the
+     * others' events on the device, and the host waits once, at the
+     * call's end; under HVD_RING_IPC_WAIT=host the host also waits for
+     * each other rank's posted and reduced events. (Hierarchical, the
+     * stage across nodes waits more.) */
+    const char *ipc_wait = getenv("HVD_RING_IPC_WAIT");
+    int host_wait = ipc_wait && strcmp(ipc_wait, "host") == 0;
+    uint64_t least = 1 + 2 * (uint64_t)(size - 1);
+    for (int k = 0; k < NCASES && emulated && ctx->ipc && !hier; k++) {
+        name_case("allreduce_registered", &cases[k], 1, 0);
+        if (nbytes[k] < 4096) continue;
+        if (host_wait ? waits[k] < least : waits[k] >= least)
+            TEST_FAIL("%s: the host waited for the device %llu times, %s "
+                      "%llu under HVD_RING_IPC_WAIT=%s", case_name,
+                      (unsigned long long)waits[k],
+                      host_wait ? "fewer than" : "not fewer than",
+                      (unsigned long long)least,
+                      host_wait ? "host" : "device");
+    }
     /* A rank alone: the identity, in place, with or without ready; it
      * went staged through the host, which waited for the device. */
     for (int k = 0; k < NCASES && size == 1; k++) {
@@ -478,9 +498,9 @@ int main(int argc, char **argv)
         {"--staging-bytes", "HVD_RING_STAGING_BYTES"},
         {"--ipc-bytes", "HVD_RING_IPC_BYTES"},
         {"--ipc", "HVD_RING_IPC"},
-        {"--cuda-aware", "HVD_CUDA_AWARE"}};
+        {"--cuda-aware", "HVD_CUDA_AWARE"},
+        {"--ipc-wait", "HVD_RING_IPC_WAIT"}};
     const char *intranode = "auto";
-    int hier = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--hier") == 0) hier = 1;
         if (strcmp(argv[i], "--quick") == 0) quick = 1;

@@ -47,6 +47,7 @@ static const char *const vars[] = {"HVD_FUSION_THRESHOLD",
                                    "HVD_RING_SMALL_BYTES",
                                    "HVD_SHM_SEGMENT_BYTES",
                                    "HVD_SHM_STREAM",
+                                   "HVD_RING_IPC_WAIT",
                                    "HVD_CONV",
                                    "HVD_CONV_TF32",
                                    NULL};
@@ -243,6 +244,7 @@ static void check_ring(void)
     static const char *const bools[] = {"0", "1", NULL};
     /* In RING__STREAM_OFF, RING__STREAM_ON order; then auto. */
     static const char *const streams[] = {"off", "on", "auto", NULL};
+    static const char *const waits[] = {"device", "host", NULL};
     ring__tuning_t want = {.algo = RING_ALGO_AUTO,
                            .shm_stream = RING__STREAM_AUTO,
                            .segment_bytes = 256 << 10,
@@ -259,6 +261,7 @@ static void check_ring(void)
          ring_size_rule(t, 64, &want.shm_segment_bytes));
     RULE("HVD_SHM_STREAM", name_rule(t, streams, 1, &i));
     if (t) want.shm_stream = i < 2 ? i : RING__STREAM_AUTO;
+    RULE("HVD_RING_IPC_WAIT", name_rule(t, waits, 1, &want.ipc_host_wait));
 
     ring__tuning_t got;
     stderr_begin();
@@ -269,6 +272,7 @@ static void check_ring(void)
     FUZZ_CHECK(got.small_bytes == want.small_bytes);
     FUZZ_CHECK(got.shm_segment_bytes == want.shm_segment_bytes);
     FUZZ_CHECK(got.shm_stream == want.shm_stream);
+    FUZZ_CHECK(got.ipc_host_wait == want.ipc_host_wait);
 }
 
 static void check_models(void)

@@ -15,7 +15,9 @@
 #   2. where a step's time goes (the issue asks for a profile at batch
 #      64, where small batches are launch-bound): train_fmnist --profile,
 #      each rank's host time a step by phase, the cnn at 1 rank batch 64
-#      and 512, the cnn and mlp at 2 ranks batch 64; and bench/model_perf
+#      and 512, the cnn and mlp at 2 ranks batch 64, and those 2-rank runs
+#      again with HVD_RING_IPC_WAIT=host (no stream of one process held
+#      on the GPU waiting for the other's event); and bench/model_perf
 #      --device cuda, the model's kernels alone, mlp and cnn at 64 and 512;
 #   3. compare_torch.sh --device cuda at batch 512, 1 rank, ours with
 #      cuDNN (the default, FMA math) against torch: the target is >= 1.0x
@@ -107,13 +109,18 @@ train() { # NP MODEL ARGS...: ours on the GPU, batch 64, 300 steps
 }
 done_line() { grep '^done:' || echo "no done: line"; }
 
-if fits profile 40; then
+if fits profile 50; then
     for run in "1 cnn 64" "1 cnn 512" "2 cnn 64" "2 mlp 64" "1 mlp 64"; do
         read -r np model batch <<< "$run"
         echo "# $model at $np rank(s), batch $batch"
         train "$np" "$model" --batch-size "$batch" --profile 2>&1 |
             grep '^profile:\|^done:\|^train_fmnist:'
     done | tee "$out/profile.txt"
+    for model in mlp cnn; do
+        echo "# $model at 2 ranks, batch 64, HVD_RING_IPC_WAIT=host"
+        HVD_RING_IPC_WAIT=host train 2 $model --profile 2>&1 |
+            grep '^profile:\|^done:\|^train_fmnist:'
+    done | tee -a "$out/profile.txt"
     for model in mlp cnn; do
         for batch in 64 512; do
             timeout 20 bench/model_perf --device cuda --model $model \
