@@ -11,7 +11,8 @@
 #      host; train_gpu.sh the batches copied ahead and the queued loss on
 #      the GPU against the CPU; the interprocess events and the queued
 #      unpack in ring_device_gpu_* and hvd_device_gpu_*), the sanitizers,
-#      allreduce_perf -G; a failed test's log tail is printed;
+#      allreduce_perf -G with IPC as it is (both IPC settings were
+#      measured on 2026-11-27); a failed test's log tail is printed;
 #   2. where a step's time goes (the issue asks for a profile at batch
 #      64, where small batches are launch-bound): train_fmnist --profile,
 #      each rank's host time a step by phase, the cnn at 1 rank batch 64
@@ -22,26 +23,34 @@
 #   3. compare_torch.sh --device cuda at batch 512, 1 rank, ours with
 #      cuDNN (the default, FMA math) against torch: the target is >= 1.0x
 #      (0.89x on the H200 of 2026-11-27);
-#   3b. the cnn the same way with HVD_CONV_TF32=1, cuDNN's convolutions
-#      in TF32 as torch's are by default (it failed on the first try:
-#      709000a falls back to FMA per direction);
-#   3c. the cnn the same way, ours as it is against torch with
-#      --torch-cudnn exact: both in float FMAs with deterministic
-#      algorithms, the same math;
 #   4. compare_torch.sh --device cuda at batch 64, 1 and 2 ranks sharing
 #      the GPU: the target is >= 0.8x torch at 1 rank, and the 2-rank
 #      step within 1.2x of twice the 1-rank step, which is 2-rank
 #      images/s >= 2 / (2 x 1.2) = 0.83x the 1-rank images/s (the mlp
 #      missed it at 0.78x on 2026-11-27);
-#   5. synthetic_benchmark --device cuda, mlp and cnn at 1 rank;
-#   6. ours at 4 ranks sharing the GPU, mlp and cnn at batch 64;
-#   7. where a 2-rank cnn step's time goes: HVD_TIMELINE over 300 steps,
-#      summed by phase (bench/timeline_phases.py, the first 2 s dropped);
-#   8. nsys's kernel and API summaries of 200 cnn steps at 1 rank, batch
-#      64, when the node has nsys (the H200 of 2026-11-27 had none);
-#   9. the 2-rank runs of step 2 again under MPS (one context for both
+#   5. the cnn as in 3 with HVD_CONV_TF32=1, cuDNN's convolutions in TF32
+#      as torch's are by default (it failed on the first try: 709000a
+#      falls back to FMA per direction);
+#   6. the 2-rank runs of step 2 again under MPS (one context for both
 #      processes, whose kernels otherwise take turns on the GPU), when
-#      the node has nvidia-cuda-mps-control.
+#      the node has nvidia-cuda-mps-control;
+#   7. the cnn as in 3, ours as it is against torch with --torch-cudnn
+#      exact: both in float FMAs with deterministic algorithms;
+#   8. where a 2-rank cnn step's time goes: HVD_TIMELINE over 300 steps,
+#      summed by phase (bench/timeline_phases.py, the first 2 s dropped);
+#   9. synthetic_benchmark --device cuda, mlp and cnn at 1 rank;
+#  10. ours at 4 ranks sharing the GPU, mlp and cnn at batch 64 (measured
+#      on 2026-11-27);
+#  11. nsys's kernel and API summaries of 200 cnn steps at 1 rank, batch
+#      64, when the node has nsys (the H200 of 2026-11-27 had none).
+#
+# On 2026-11-27 gpu-check took 142 s (110 with one bench variant), the
+# batch-64 comparison 187 s and each batch-512 one 45-90 s: steps 1-5
+# take about 490 s; the later ones run as the budget allows. SKIP names
+# steps not to run (gpu-check profile ct512_cudnn ct64 ct512_tf32 mps
+# ct512_exact timeline synthetic np4 nsys): a second command on the
+# still-warm machine, with the same WORK, can run the rest with SKIP
+# naming the steps that ran, gpu-check's build included.
 #
 # Everything is written under WORK (/tmp/gpu_next): the build and
 # gpu-check's logs in WORK/gpu-check, each step's output in WORK/out.
@@ -59,6 +68,7 @@ work=${WORK:-/tmp/gpu_next}
 out=$work/out
 budget=${BUDGET:-560}
 reps=${REPS:-3}
+skip=${SKIP:-}
 data=${DATA:-}
 [ -z "$data" ] && [ -d "$top/.dev/fmnist" ] && data=$top/.dev/fmnist
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -71,20 +81,27 @@ trap 'cp "$work/gpu-check/summary.txt" "$ret/" 2>/dev/null
           tar --null -T - -czf "$ret/results.tar.gz")' EXIT
 
 left() { echo $((budget - (SECONDS - t0))); }
-# fits NAME SECONDS: whether the step NAME's SECONDS are left
+# fits NAME SECONDS: whether the step NAME is to run: not in SKIP, and
+# its SECONDS are left
 fits() {
+    case " $skip " in
+    *" $1 "*) echo "$1 skipped: SKIP"; return 1 ;;
+    esac
     [ "$(left)" -ge "$2" ] && return 0
     echo "$1 skipped: it needs about $2 s, $(left) s are left"
     return 1
 }
 echo "mpirun: $(command -v mpirun || echo none); python3: $(command -v python3 || echo none)"
 
-TRAIN_DATA=$data T_SANITIZE=45 T_BENCH=30 timeout "$(left)" \
-    scripts/gpu-check "$work/gpu-check" > "$out/gpu-check.txt" 2>&1
-echo "gpu-check rc=$? at $((SECONDS - t0))s"
-# the table, and each failure's lines (a failed test's log tail)
-sed -n '/^    /p; /^[a-z].*\(PASS\|FAIL\|SKIP\) /p' "$out/gpu-check.txt" |
-    tail -n 120
+if fits gpu-check 150; then
+    TRAIN_DATA=$data T_SANITIZE=45 T_BENCH=30 BENCH_VARIANTS=default \
+        timeout "$(left)" \
+        scripts/gpu-check "$work/gpu-check" > "$out/gpu-check.txt" 2>&1
+    echo "gpu-check rc=$? at $((SECONDS - t0))s"
+    # the table, and each failure's lines (a failed test's log tail)
+    sed -n '/^    /p; /^[a-z].*\(PASS\|FAIL\|SKIP\) /p' \
+        "$out/gpu-check.txt" | tail -n 120
+fi
 src=$work/gpu-check/src
 [ -x "$src/examples/train_fmnist" ] || { echo "no build in $src"; exit 1; }
 cd "$src" || exit 1
@@ -130,44 +147,11 @@ if fits profile 50; then
 fi
 fits ct512_cudnn 80 &&
     ct ct512_cudnn --ranks 1 --batch-size 512 --steps-mlp 600 --steps-cnn 200
+fits ct64 190 &&
+    ct ct64 --ranks "1 2" --batch-size 64 --steps-mlp 1000 --steps-cnn 300
 fits ct512_tf32 45 &&
     HVD_CONV_TF32=1 ct ct512_tf32 --models cnn --ranks 1 --batch-size 512 \
         --steps-cnn 200
-fits ct512_exact 45 &&
-    ct ct512_exact --models cnn --ranks 1 --batch-size 512 --steps-cnn 200 \
-        --torch-cudnn exact
-fits ct64 190 &&
-    ct ct64 --ranks "1 2" --batch-size 64 --steps-mlp 1000 --steps-cnn 300
-if fits synthetic 20; then
-    for model in mlp cnn; do
-        printf '%s: ' "$model"
-        timeout 15 examples/synthetic_benchmark --device cuda \
-            --model $model --num-iters 3 2>&1 | grep '^Total' ||
-            echo "no Total line"
-    done | tee "$out/synthetic.txt"
-fi
-if fits np4 40; then
-    for model in mlp cnn; do
-        printf '%s at 4 ranks: ' "$model"
-        train 4 $model 2>&1 | done_line
-    done | tee "$out/np4.txt"
-fi
-if fits timeline 20; then
-    HVD_TIMELINE=$out/timeline_cnn_np2.json train 2 cnn \
-        > "$out/timeline_run.txt" 2>&1
-    echo "timeline rc=$? at $((SECONDS - t0))s"
-    python3 bench/timeline_phases.py "$out/timeline_cnn_np2.json" 2 |
-        tee "$out/timeline_phases.txt"
-fi
-if ! command -v nsys > /dev/null; then
-    echo "no nsys on this node"
-elif fits nsys 60; then
-    timeout 60 nsys profile --force-overwrite true --stats=true \
-        -o "$work/nsys_cnn64" examples/train_fmnist ${data:+--data "$data"} \
-        --model cnn --device cuda --batch-size 64 --max-steps 200 \
-        --epochs 100 > "$out/nsys_cnn64.txt" 2>&1
-    echo "nsys rc=$? at $((SECONDS - t0))s"
-fi
 # Two processes on one GPU take turns on it unless MPS merges their work
 # into one context: the 2-rank runs again under MPS, when the node has it.
 if ! command -v nvidia-cuda-mps-control > /dev/null; then
@@ -186,5 +170,38 @@ elif fits mps 40; then
         echo "MPS did not start"
     fi
     unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
+fits ct512_exact 45 &&
+    ct ct512_exact --models cnn --ranks 1 --batch-size 512 --steps-cnn 200 \
+        --torch-cudnn exact
+if fits timeline 20; then
+    HVD_TIMELINE=$out/timeline_cnn_np2.json train 2 cnn \
+        > "$out/timeline_run.txt" 2>&1
+    echo "timeline rc=$? at $((SECONDS - t0))s"
+    python3 bench/timeline_phases.py "$out/timeline_cnn_np2.json" 2 |
+        tee "$out/timeline_phases.txt"
+fi
+if fits synthetic 20; then
+    for model in mlp cnn; do
+        printf '%s: ' "$model"
+        timeout 15 examples/synthetic_benchmark --device cuda \
+            --model $model --num-iters 3 2>&1 | grep '^Total' ||
+            echo "no Total line"
+    done | tee "$out/synthetic.txt"
+fi
+if fits np4 40; then
+    for model in mlp cnn; do
+        printf '%s at 4 ranks: ' "$model"
+        train 4 $model 2>&1 | done_line
+    done | tee "$out/np4.txt"
+fi
+if ! command -v nsys > /dev/null; then
+    echo "no nsys on this node"
+elif fits nsys 60; then
+    timeout 60 nsys profile --force-overwrite true --stats=true \
+        -o "$work/nsys_cnn64" examples/train_fmnist ${data:+--data "$data"} \
+        --model cnn --device cuda --batch-size 64 --max-steps 200 \
+        --epochs 100 > "$out/nsys_cnn64.txt" 2>&1
+    echo "nsys rc=$? at $((SECONDS - t0))s"
 fi
 echo "end at $((SECONDS - t0))s"
