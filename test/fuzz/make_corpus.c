@@ -283,6 +283,8 @@ static void env_seeds(void)
     env_seed("bad_check", "HVD_RING_CHECK=on\nHVD_ALLREDUCE_ALGO=ring\n");
     env_seed("shm_stream", "HVD_SHM_STREAM=on\n");
     env_seed("bad_shm_stream", "HVD_SHM_STREAM=ON\n");
+    env_seed("ipc_wait", "HVD_RING_IPC_WAIT=host\nHVD_SHM_STREAM=on\n");
+    env_seed("bad_ipc_wait", "HVD_RING_IPC_WAIT=gpu\n");
     env_seed("conv", "HVD_CONV=im2col\nHVD_CONV_TF32=1\n");
     env_seed("bad_conv", "HVD_CONV=CUDNN\nHVD_CONV_TF32=yes\n");
 }
