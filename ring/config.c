@@ -14,18 +14,6 @@
 
 /* ---- parsers: text -> field; RING_OK or RING_ERR_ARG ---- */
 
-static int ring__parse_flag(const char *text, void *field)
-{
-    if (strcmp(text, "0") && strcmp(text, "1")) return RING_ERR_ARG;
-    *(int *)field = text[0] == '1';
-    return RING_OK;
-}
-
-static int ring__parse_algo(const char *text, void *field)
-{
-    return ring_algo_parse(text, field);
-}
-
 /* One of n words: first + its index into the int at field. */
 static int ring__parse_word(const char *text, const char *const *names,
                             int n, int first, void *field)
@@ -38,6 +26,17 @@ static int ring__parse_word(const char *text, const char *const *names,
     return RING_ERR_ARG;
 }
 
+static int ring__parse_flag(const char *text, void *field)
+{
+    static const char *const names[] = {"0", "1"};
+    return ring__parse_word(text, names, 2, 0, field);
+}
+
+static int ring__parse_algo(const char *text, void *field)
+{
+    return ring_algo_parse(text, field);
+}
+
 static int ring__parse_stream(const char *text, void *field)
 {
     static const char *const names[] = {"auto", "off", "on"};
@@ -46,11 +45,8 @@ static int ring__parse_stream(const char *text, void *field)
 
 static int ring__parse_auto_flag(const char *text, void *field)
 {
-    if (strcmp(text, "auto") == 0) {
-        *(int *)field = -1;
-        return RING_OK;
-    }
-    return ring__parse_flag(text, field);
+    static const char *const names[] = {"auto", "0", "1"};
+    return ring__parse_word(text, names, 3, -1, field);
 }
 
 static int ring__parse_ipc(const char *text, void *field)

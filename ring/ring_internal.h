@@ -234,8 +234,10 @@ typedef struct {
     ring_algo_t algo;
     const ring__mem_ops_t *mem;
     const ring__tuning_t *tuning;
-    /* A buffer is device memory: the call runs staged (ring/staged.c), on
-     * host memory, with mem the host's. NULL for host calls. */
+    /* A buffer is device memory: with mem the host's the call runs staged
+     * (ring/staged.c) or across the node (ring/ipc.c); with
+     * ring__mem_device's (a CUDA-aware MPI, or a rank alone) on the device
+     * buffers themselves. NULL for host calls. */
     const ring_dev_t *dev;
     /* A device call that mixes kinds: sendbuf (in), recvbuf (out) is host
      * memory, which a CUDA-aware MPI's call brings to device memory before

@@ -125,18 +125,19 @@ train() { # NP MODEL ARGS...: ours on the GPU, batch 64, 300 steps
         --epochs 100 --progress lines "$@"
 }
 done_line() { grep '^done:' || echo "no done: line"; }
+profiled() { # NP MODEL ARGS...: train with --profile, its lines that say
+    train "$@" --profile 2>&1 | grep '^profile:\|^done:\|^train_fmnist:'
+}
 
 if fits profile 50; then
     for run in "1 cnn 64" "1 cnn 512" "2 cnn 64" "2 mlp 64" "1 mlp 64"; do
         read -r np model batch <<< "$run"
         echo "# $model at $np rank(s), batch $batch"
-        train "$np" "$model" --batch-size "$batch" --profile 2>&1 |
-            grep '^profile:\|^done:\|^train_fmnist:'
+        profiled "$np" "$model" --batch-size "$batch"
     done | tee "$out/profile.txt"
     for model in mlp cnn; do
         echo "# $model at 2 ranks, batch 64, HVD_RING_IPC_WAIT=host"
-        HVD_RING_IPC_WAIT=host train 2 $model --profile 2>&1 |
-            grep '^profile:\|^done:\|^train_fmnist:'
+        HVD_RING_IPC_WAIT=host profiled 2 $model
     done | tee -a "$out/profile.txt"
     for model in mlp cnn; do
         for batch in 64 512; do
@@ -162,8 +163,7 @@ elif fits mps 40; then
     if nvidia-cuda-mps-control -d; then
         for model in mlp cnn; do
             echo "# $model at 2 ranks, batch 64, under MPS"
-            train 2 $model --profile 2>&1 |
-                grep '^profile:\|^done:\|^train_fmnist:'
+            profiled 2 $model
         done | tee "$out/mps.txt"
         echo quit | nvidia-cuda-mps-control
     else
