@@ -67,7 +67,7 @@ static void ipc_run(const bench_t *b, const void *sendbuf, void *recvbuf,
 {
     if (sendbuf == recvbuf && recvbuf == b->callrecv)
         RING_CHECK(ring_ctx_allreduce_registered(
-            b->gpu.ctx_shm, count, b->opts.dtype, b->opts.op, NULL));
+            b->gpu.ctx_shm, count, b->opts.dtype, b->opts.op, NULL, NULL));
     else
         RING_CHECK(ring_ctx_allreduce(b->gpu.ctx_shm, sendbuf, recvbuf,
                                       count, b->opts.dtype, b->opts.op));

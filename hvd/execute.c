@@ -5,12 +5,16 @@
  *
  * Device tensors (hvd__dev below): a fused group is packed into hvd's own
  * device fusion buffer by one batched copy on the engine's stream,
- * reduced there in place by ring (which stages device memory through
- * pinned host memory), and unpacked by one batched copy; a tensor alone
- * goes to ring where it lies. ring's calls run on ring's own streams and
- * return once their copies are done; the fused call waits, on ring's
- * side, for an event behind the pack (within a node, on the device), and
- * a tensor alone is read once its caller's event is done. A request from
+ * reduced there in place by ring, and unpacked by one batched copy; a
+ * tensor alone goes to ring where it lies. ring's calls run on ring's own
+ * streams; the fused call waits, on ring's side, for an event behind the
+ * pack, and records one that the unpack waits for: within a node ring
+ * queues its work and returns (the ranks' streams wait for each other on
+ * the device), so the engine never waits for the device there, and its
+ * timeline's allreduce phase of such a group is the queueing; elsewhere
+ * (staged through pinned host memory, or over MPI) the call returns once
+ * its copies are done. A tensor alone is read once its caller's event is
+ * done. A request from
  * a stream variant carries two events: one recorded on the caller's
  * stream, waited for before the tensor is read, and one the engine
  * records after the unpack, which its caller waits for (hvd_wait_stream
@@ -50,6 +54,7 @@ static struct {
 static struct {
     ring_stream_t *stream; /* the engine's own */
     ring_event_t *packed;  /* recorded on it behind a group's pack */
+    ring_event_t *reduced; /* ring's, once the fusion buffer is ours again */
     char *fusion;          /* the device fusion buffer, made on first use */
     size_t fusion_cap;
     char *zeros;           /* a joined rank's device zeros */
@@ -70,6 +75,8 @@ static int hvd__dev_stream(const ring_dev_t *dev)
     if (!hvd__dev.stream) status = dev->stream_create(&hvd__dev.stream);
     if (status == HVD_OK && !hvd__dev.packed)
         status = dev->event_create(&hvd__dev.packed);
+    if (status == HVD_OK && !hvd__dev.reduced)
+        status = dev->event_create(&hvd__dev.reduced);
     return status;
 }
 
@@ -113,6 +120,7 @@ void hvd__execute_thread_end(void)
     dev->release(hvd__dev.fusion);
     dev->release(hvd__dev.zeros);
     dev->event_destroy(hvd__dev.packed);
+    dev->event_destroy(hvd__dev.reduced);
     dev->stream_destroy(hvd__dev.stream);
     memset(&hvd__dev, 0, sizeof hvd__dev);
 }
@@ -378,9 +386,12 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
     size_t count = total / ring_dtype_size((ring_dtype_t)descs[0].dtype);
     HVD_CHECK_DEV(ring_ctx_allreduce_registered(
         hvd__ctx, count, (ring_dtype_t)descs[0].dtype,
-        (ring_op_t)descs[0].op, hvd__dev.packed));
+        (ring_op_t)descs[0].op, hvd__dev.packed, hvd__dev.reduced));
     double t2 = hvd__now();
     hvd__timeline_group(resp, hs, hvd__phase(&descs[0], count), t1, t2);
+    /* The unpack, and the next group's pack, once ring is through with
+     * the buffer (within a node it returns with its work queued). */
+    HVD_CHECK_DEV(dev->stream_wait(hvd__dev.stream, hvd__dev.reduced));
     HVD_CHECK_DEV(hvd__dev_pack(dev, resp, hs, copies, 0));
     HVD_CHECK_DEV(hvd__dev_finish(dev, hs, n));
     hvd__timeline_group(resp, hs, "MEMCPY_OUT_FUSION_BUFFER", t2, hvd__now());

@@ -226,6 +226,22 @@ static int ring__allreduce_aware(const ring__coll_t *c, ring__ar_t algo,
     return status;
 }
 
+/* A registered call's done where the call itself is through (every way
+ * but the node's device slabs, ring/ipc.c, which record it behind their
+ * work): on the context's work stream, behind ready, which a rank alone
+ * does not wait for. */
+static int ring__allreduce_done(const ring__coll_t *c)
+{
+    int status = RING_OK;
+    ring_stream_t *work;
+    if (!c->done) return RING_OK;
+    RING_CHECK(ring__ctx_work(c->ctx, &work));
+    if (c->ready) RING_CHECK(ring_dev()->stream_wait(work, c->ready));
+    RING_CHECK(ring_dev()->event_record(c->done, work));
+out:
+    return status;
+}
+
 /* Device buffers: where the host path would take the shared window, the
  * node's device slabs (ring/ipc.c), with the same result; else the
  * algorithm over MPI on them where MPI reads device memory; else the host
@@ -249,13 +265,17 @@ static int ring__allreduce_device(const ring__coll_t *c, const void *sendbuf,
      * staging wait for a registered call's input on the device. */
     if (c->ready && over_mpi) RING_CHECK(c->dev->event_sync(c->ready));
     if (ipc) return ring__ipc_allreduce(ipc, c, sendbuf, recvbuf);
-    if (over_mpi) return ring__allreduce_aware(c, algo, sendbuf, recvbuf);
-    ring__staged_t s = {.nblocks = c->size, .whole = c->count,
-                        .in = sendbuf, .in_block = -1,
-                        .out = recvbuf, .out_block = -1,
-                        .run = ring__allreduce_chunk, .arg = &algo,
-                        .hooked = algo == RING__AR_RING};
-    status = ring__staged(c, &s);
+    if (over_mpi) {
+        status = ring__allreduce_aware(c, algo, sendbuf, recvbuf);
+    } else {
+        ring__staged_t s = {.nblocks = c->size, .whole = c->count,
+                            .in = sendbuf, .in_block = -1,
+                            .out = recvbuf, .out_block = -1,
+                            .run = ring__allreduce_chunk, .arg = &algo,
+                            .hooked = algo == RING__AR_RING};
+        status = ring__staged(c, &s);
+    }
+    if (status == RING_OK) status = ring__allreduce_done(c);
 out:
     return status;
 }
@@ -268,7 +288,10 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
     int status;
     size_t count = c.count;
     RING_CHECK(ring__begin(&c, sendbuf, recvbuf, local));
-    if (count == 0) goto out;
+    if (count == 0) {
+        status = ring__allreduce_done(&c);
+        goto out;
+    }
     /* Host memory behind a device's event: the host reads it below. */
     if (c.ready && !c.dev) RING_CHECK(ring_dev()->event_sync(c.ready));
     if (c.dev && c.size > 1) {
@@ -280,9 +303,10 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
          * registered call, in place, need not wait for its ready). */
         if (sendbuf != recvbuf)
             c.mem->copy(recvbuf, sendbuf, count * c.esize);
-        goto out;
+    } else {
+        status = ring__allreduce_run(&c, sendbuf, recvbuf);
     }
-    status = ring__allreduce_run(&c, sendbuf, recvbuf);
+    if (status == RING_OK) status = ring__allreduce_done(&c);
 out:
     return ring__end(&c, status);
 }
@@ -362,7 +386,7 @@ out:
 
 int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,
                                   ring_dtype_t dtype, ring_op_t op,
-                                  ring_event_t *ready)
+                                  ring_event_t *ready, ring_event_t *done)
 {
     int local = RING_OK;
     size_t esize = ring_dtype_size(dtype);
@@ -376,12 +400,13 @@ int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,
     ring__coll_t c = ring__allreduce_call(
         ctx, "ring_ctx_allreduce_registered", RING__ALLREDUCE_REGISTERED,
         RING_ALGO_AUTO, count, dtype, op);
-    if (ready && !ring_dev()) {
+    if ((ready || done) && !ring_dev()) {
         ring__log("ring_ctx_allreduce_registered: an event, but this "
                   "process has no device");
         local = RING_ERR_ARG;
     }
     c.ready = ready;
+    c.done = done;
     return ring__allreduce(c, buf, buf, local);
 }
 

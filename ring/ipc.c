@@ -25,10 +25,11 @@
  *      arithmetic, so the result is bitwise the host path's), into its own
  *      half, where nobody else reads block r; records its "reduced" event,
  *      publishes "reduced g";
- * and a last turn queues the gather of the last chunk, syncs its stream,
- * and publishes "released". One stream sync a call, whatever its chunks:
- * the ranks' streams wait for each other on the device, and the host
- * waits once. On ranks that share a GPU each sync, and each wait of a
+ * and a last turn queues the gather of the last chunk, records its
+ * "gathered" event and publishes "released"; then the host waits for its
+ * stream, once a call, whatever its chunks (a registered call with a
+ * done event: not at all, below): the ranks' streams wait for each other
+ * on the device. On ranks that share a GPU each sync, and each wait of a
  * host on another rank's work, is a turn of every process on the GPU
  * (bench/README.md: with two syncs a chunk, a 1 MiB allreduce took about
  * 0.4 ms on an H100 whatever its size). Turn g writes the half that chunk
@@ -68,13 +69,20 @@
  *
  * A registered buffer (ring_ctx_register: hvd's device fusion buffer) is
  * exported and opened the same way, once, and reduced where it lies: no
- * copy in, all of it posted at once (the caller's writes are done), each
- * rank reducing its block in place and gathering the others'. As the
- * caller may write its buffer as soon as the call returns, the call ends
- * once every rank has released it (one chunk, however large). It reads
- * each byte of the input once and writes each byte of the output once,
- * plus the block it reduces: what ranks sharing one GPU can do at best,
- * bar that block.
+ * copy in, all of it posted at once (behind the caller's ready), each
+ * rank reducing its block in place and gathering the others' (one chunk,
+ * however large). The buffer is the caller's again once every rank's
+ * gather is through: after the last turn the stream waits for the
+ * others' "gathered" events (each once its owner published released),
+ * and then either records the caller's done event, so that the host
+ * never waits for the device in the call, or the host waits for the
+ * stream. It reads each byte of the input once and writes each byte of
+ * the output once, plus the block it reduces: what ranks sharing one GPU
+ * can do at best, bar that block. A wait for "gathered" g is queued
+ * before its owner can record it again: that record comes at the end of
+ * its next call, after this rank's "reduced" of that call, published
+ * after these waits; and ring__ipc_register waits for the stream before
+ * the buffers are closed.
  *
  * Across nodes (hierarchical), rank r's block of a chunk is reduced over
  * the node, then allreduced with the ranks of index r on the other nodes
@@ -102,6 +110,11 @@
 /* The counters' window needs no slab to speak of. */
 enum { RING__IPC_FLAGS_BYTES = 64 };
 
+/* Each rank's interprocess events, one per counter it publishes
+ * ("gathered" goes with "released"). */
+enum { RING__IPC_POSTED, RING__IPC_REDUCED, RING__IPC_GATHERED,
+       RING__IPC_NEVENTS };
+
 struct ring__ipc {
     const ring_dev_t *dev;
     MPI_Comm comm;          /* the node's ranks (ours: a duplicate) */
@@ -119,8 +132,9 @@ struct ring__ipc {
     ring_shm_t *flags;      /* the counters' window */
     ring__ctl_t **ctl;      /* every rank's counters */
     int saw_failed;         /* another rank gave up (logged) */
-    ring_event_t **posted_ev;  /* every rank's, recorded with "posted" */
-    ring_event_t **reduced_ev; /* every rank's, recorded with "reduced" */
+    /* every rank's interprocess events, recorded with the counter of
+     * their name: ev[RING__IPC_POSTED][r]... */
+    ring_event_t **ev[RING__IPC_NEVENTS];
 };
 
 /* Closes the others' registered buffers (ours is the caller's). */
@@ -150,10 +164,8 @@ void ring__ipc_free(ring__ipc_t **ipcp)
     for (int pass = 0; pass < 2; pass++) {
         for (int r = 0; r < ipc->size; r++) {
             if ((r == ipc->rank) != pass) continue;
-            if (ipc->posted_ev) {
-                ipc->dev->event_destroy(ipc->posted_ev[r]);
-                ipc->dev->event_destroy(ipc->reduced_ev[r]);
-            }
+            for (int e = 0; e < RING__IPC_NEVENTS; e++)
+                if (ipc->ev[e]) ipc->dev->event_destroy(ipc->ev[e][r]);
             if (!ipc->slabs || !ipc->slabs[r]) continue;
             if (pass)
                 ipc->dev->release(ipc->slabs[r]);
@@ -162,8 +174,7 @@ void ring__ipc_free(ring__ipc_t **ipcp)
         }
         if (!pass && ipc->comm != MPI_COMM_NULL) MPI_Barrier(ipc->comm);
     }
-    free(ipc->posted_ev);
-    free(ipc->reduced_ev);
+    for (int e = 0; e < RING__IPC_NEVENTS; e++) free(ipc->ev[e]);
     ipc->dev->stream_destroy(ipc->stream);
     ring_ctx_free(&ipc->across);
     ring_shm_free(&ipc->flags);
@@ -208,35 +219,32 @@ static int ring__ipc_all(ring__ipc_t *ipc, int ok, int *all_ok)
                : RING_ERR_MPI;
 }
 
-/* Collective: this rank's two interprocess events made, their handles
+/* Collective: this rank's interprocess events made, their handles
  * exchanged, and the others' opened (status: this rank's failure so far,
  * which it still takes part with). RING_OK, or this rank's first
  * failure (logged). */
 static int ring__ipc_events(ring__ipc_t *ipc, int status)
 {
-    ring_ipc_handle_t own[2] = {{{0}}};
-    ring_ipc_handle_t *all = calloc(2 * (size_t)ipc->size, sizeof *all);
-    ipc->posted_ev = calloc((size_t)ipc->size, sizeof *ipc->posted_ev);
-    ipc->reduced_ev = calloc((size_t)ipc->size, sizeof *ipc->reduced_ev);
+    enum { NEV = RING__IPC_NEVENTS };
+    ring_ipc_handle_t own[NEV] = {{{0}}};
+    ring_ipc_handle_t *all = calloc(NEV * (size_t)ipc->size, sizeof *all);
     int mine = ipc->rank;
-    if (status == RING_OK && (!all || !ipc->posted_ev || !ipc->reduced_ev))
-        status = RING_ERR_NOMEM;
-    if (status == RING_OK)
-        status = ipc->dev->ipc_event_create(&ipc->posted_ev[mine], &own[0]);
-    if (status == RING_OK)
-        status = ipc->dev->ipc_event_create(&ipc->reduced_ev[mine], &own[1]);
+    if (status == RING_OK && !all) status = RING_ERR_NOMEM;
+    for (int e = 0; e < NEV; e++) {
+        ipc->ev[e] = calloc((size_t)ipc->size, sizeof *ipc->ev[e]);
+        if (status == RING_OK && !ipc->ev[e]) status = RING_ERR_NOMEM;
+        if (status == RING_OK)
+            status = ipc->dev->ipc_event_create(&ipc->ev[e][mine], &own[e]);
+    }
     /* The others wait for our handles whatever happened here. */
     if (MPI_Allgather(own, sizeof own, MPI_BYTE,
                       all ? (void *)all : (void *)own, all ? sizeof own : 0,
                       MPI_BYTE, ipc->comm) != MPI_SUCCESS)
         status = RING_ERR_MPI;
-    for (int r = 0; status == RING_OK && r < ipc->size; r++) {
-        if (r == mine) continue;
-        status = ipc->dev->ipc_event_open(&all[2 * r], &ipc->posted_ev[r]);
-        if (status == RING_OK)
-            status = ipc->dev->ipc_event_open(&all[2 * r + 1],
-                                              &ipc->reduced_ev[r]);
-    }
+    for (int r = 0; status == RING_OK && r < ipc->size; r++)
+        for (int e = 0; status == RING_OK && e < NEV && r != mine; e++)
+            status = ipc->dev->ipc_event_open(&all[NEV * r + e],
+                                              &ipc->ev[e][r]);
     free(all);
     return status;
 }
@@ -400,7 +408,8 @@ static int ring__ipc_gather(ring__ipc_t *ipc, const ring__ipc_chunk_t *done)
                                   done->g + 1));
         if (len == 0 || done->bufs[r] + at == done->dst + at) continue;
         if (r != ipc->rank)
-            RING_CHECK(ring__ipc_after(ipc, done->c, ipc->reduced_ev[r]));
+            RING_CHECK(ring__ipc_after(ipc, done->c,
+                                       ipc->ev[RING__IPC_REDUCED][r]));
         RING_CHECK(ipc->dev->copy(done->dst + at, done->bufs[r] + at, len,
                                   ipc->stream));
     }
@@ -410,22 +419,25 @@ out:
 
 /* A turn between two chunks: done's gather (NULL: none before) and next's
  * copy in, posted (its event recorded behind it); or, after the last
- * chunk (next NULL), the one wait of the call, then released = done. */
+ * chunk (next NULL), done's gather, released (its "gathered" event
+ * recorded behind it): queued, not waited for. */
 static int ring__ipc_turn(ring__ipc_t *ipc, const ring__ipc_chunk_t *done,
                           const ring__ipc_chunk_t *next)
 {
-    int status = RING_OK;
+    int status = RING_OK, mine = ipc->rank;
     if (done) RING_CHECK(ring__ipc_gather(ipc, done));
     if (!next) {
-        RING_CHECK(ipc->dev->stream_sync(ipc->stream));
-        ring__ctl_set(&ipc->ctl[ipc->rank]->released, done->g + 1);
+        RING_CHECK(ipc->dev->event_record(ipc->ev[RING__IPC_GATHERED][mine],
+                                          ipc->stream));
+        ring__ctl_set(&ipc->ctl[mine]->released, done->g + 1);
         goto out;
     }
     if (next->src && next->n > 0)
-        RING_CHECK(ipc->dev->copy(next->bufs[ipc->rank], next->src,
+        RING_CHECK(ipc->dev->copy(next->bufs[mine], next->src,
                                   next->n * next->c->esize, ipc->stream));
-    RING_CHECK(ipc->dev->event_record(ipc->posted_ev[ipc->rank], ipc->stream));
-    ring__ctl_set(&ipc->ctl[ipc->rank]->posted, next->g + 1);
+    RING_CHECK(ipc->dev->event_record(ipc->ev[RING__IPC_POSTED][mine],
+                                      ipc->stream));
+    ring__ctl_set(&ipc->ctl[mine]->posted, next->g + 1);
 out:
     return status;
 }
@@ -468,7 +480,8 @@ static int ring__ipc_reduce(ring__ipc_t *ipc, const ring__ipc_chunk_t *k)
         /* Even with no block here: this wait is what orders the next
          * copy into the half after r's reads of it (see the top). */
         if (r != ipc->rank)
-            RING_CHECK(ring__ipc_after(ipc, k->c, ipc->posted_ev[r]));
+            RING_CHECK(
+                ring__ipc_after(ipc, k->c, ipc->ev[RING__IPC_POSTED][r]));
     }
     if (len > 0)
         RING_CHECK(ipc->dev->reduce_n(k->bufs[ipc->rank] + at, inputs,
@@ -481,9 +494,29 @@ static int ring__ipc_reduce(ring__ipc_t *ipc, const ring__ipc_chunk_t *k)
         RING_CHECK(ipc->dev->stream_sync(ipc->stream));
         RING_CHECK(ring__ipc_across(ipc, k));
     }
-    RING_CHECK(
-        ipc->dev->event_record(ipc->reduced_ev[ipc->rank], ipc->stream));
+    RING_CHECK(ipc->dev->event_record(ipc->ev[RING__IPC_REDUCED][ipc->rank],
+                                      ipc->stream));
     ring__ctl_set(&ipc->ctl[ipc->rank]->reduced, k->g + 1);
+out:
+    return status;
+}
+
+/* After a call's last turn: the result is in dst, and the caller's
+ * buffers are its own again, once this rank's stream is through, and for
+ * registered buffers (reg) once every rank's gather is: there a
+ * registered call's done is recorded (c->done; the call may also have
+ * gone through the slabs), or the host waits for it. */
+static int ring__ipc_end(ring__ipc_t *ipc, const ring__coll_t *c, int reg)
+{
+    int status = RING_OK;
+    for (int r = 0; reg && r < ipc->size; r++) {
+        if (r == ipc->rank) continue;
+        RING_CHECK(ring__ipc_wait(ipc, r, offsetof(ring__ctl_t, released),
+                                  ipc->nchunks));
+        RING_CHECK(ring__ipc_after(ipc, c, ipc->ev[RING__IPC_GATHERED][r]));
+    }
+    RING_CHECK(c->done ? ipc->dev->event_record(c->done, ipc->stream)
+                       : ipc->dev->stream_sync(ipc->stream));
 out:
     return status;
 }
@@ -514,6 +547,7 @@ static int ring__ipc_chunks(ring__ipc_t *ipc, const ring__coll_t *c,
         last = now;
     }
     if (last) RING_CHECK(ring__ipc_turn(ipc, last, NULL));
+    if (last) RING_CHECK(ring__ipc_end(ipc, c, !src));
 out:
     /* The others would wait for this rank's counters forever. */
     if (status != RING_OK)
@@ -530,9 +564,12 @@ int ring__ipc_allreduce(ring__ipc_t *ipc, const ring__coll_t *c,
 
 int ring__ipc_register(ring__ipc_t *ipc, void *buf, size_t nbytes)
 {
-    int status = RING_OK, ok, all_ok;
-    unsigned long long least, mine = buf ? nbytes : 0;
-    /* Nobody may still read the buffers we close. */
+    int status, ok, all_ok;
+    /* Nobody may still read the buffers we close: this rank's reads of
+     * them through (a call with done returns before), then everyone's. A
+     * rank that cannot tell registers nothing, and neither does anyone. */
+    status = ipc->dev->stream_sync(ipc->stream);
+    unsigned long long least, mine = buf && status == RING_OK ? nbytes : 0;
     RING_CHECK_MPI(MPI_Barrier(ipc->comm));
     ring__ipc_unregister(ipc);
     RING_CHECK_MPI(MPI_Allreduce(&mine, &least, 1, MPI_UNSIGNED_LONG_LONG,
@@ -565,14 +602,6 @@ int ring__ipc_registered(const ring__ipc_t *ipc, size_t nbytes)
 
 int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c)
 {
-    int status = RING_OK;
     if (c->count == 0) return RING_OK;
-    RING_CHECK(ring__ipc_chunks(ipc, c, NULL, ipc->reg[ipc->rank],
-                                c->count));
-    /* The buffer is the caller's again once nobody reads it. */
-    for (int r = 0; r < ipc->size; r++)
-        RING_CHECK(ring__ipc_wait(ipc, r, offsetof(ring__ctl_t, released),
-                                  ipc->nchunks));
-out:
-    return status;
+    return ring__ipc_chunks(ipc, c, NULL, ipc->reg[ipc->rank], c->count);
 }

@@ -112,17 +112,21 @@ static void ring__work_make(void)
     if (ring_dev()->stream_create(&ring__work) != RING_OK) ring__work = NULL;
 }
 
+int ring__ctx_work(ring_ctx_t *ctx, ring_stream_t **work)
+{
+    int status = ctx->work ? RING_OK : ring_dev()->stream_create(&ctx->work);
+    *work = ctx->work;
+    return status;
+}
+
 int ring__mem_device_bind(ring_ctx_t *ctx)
 {
     (void)ring__mem_device_status(); /* nothing left from before */
     ring__bound = NULL;
     if (ctx->wrapped) return RING_OK;
-    if (!ctx->work) {
-        int status = ring_dev()->stream_create(&ctx->work);
-        if (status != RING_OK) return status;
-    }
-    ring__bound = ctx->work;
-    return RING_OK;
+    int status = ring__ctx_work(ctx, &ring__bound);
+    if (status != RING_OK) ring__bound = NULL;
+    return status;
 }
 
 /* Keeps the first failure; runs the stream dry after each operation. */

@@ -386,14 +386,21 @@ int ring_ctx_register(ring_ctx_t *ctx, void *buf, size_t nbytes);
  * rank's registered buffer. ready: NULL, or an event this rank recorded
  * behind its writes to its buffer: ring's reads of the buffer wait for it
  * (on the device, where they run there), so that the caller need not
- * synchronise first (a buffer of host memory: the host waits for it). A
- * rank alone reads nothing: its device buffer holds the result once
- * ready is through, and the call returns without waiting for it.
- * RING_ERR_ARG when none is registered or it is too small, or for an
- * event in a process without a device. */
+ * synchronise first (a buffer of host memory: the host waits for it).
+ * done: NULL, and the call returns once the result is in this rank's
+ * buffer and no rank reads the buffer any more; or an event of this
+ * rank's device, which ring records where that holds, and the call may
+ * return before (within a node, device buffers: with the work queued,
+ * the host waiting for no device): the caller orders its reads of the
+ * result and its next writes to the buffer after done (a stream wait),
+ * and until done is through the buffer is ring's. A rank alone reads
+ * nothing: its device buffer holds the result once ready is through,
+ * and the call returns without waiting for it (done: recorded behind
+ * ready). RING_ERR_ARG when none is registered or it is too small, or
+ * for an event in a process without a device. */
 int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,
                                   ring_dtype_t dtype, ring_op_t op,
-                                  ring_event_t *ready);
+                                  ring_event_t *ready, ring_event_t *done);
 
 /* The other collectives over ctx's ranks, as their MPI_Comm twins below. */
 int ring_ctx_broadcast(ring_ctx_t *ctx, void *buf, size_t count,

@@ -147,6 +147,8 @@ int ring__mem_device_status(void);
  * work stream (made now, the first time), or for a wrapper's call on a
  * stream all such calls share; earlier failures are forgotten. */
 int ring__mem_device_bind(ring_ctx_t *ctx);
+/* ctx's work stream (not a wrapper's), made now the first time. */
+int ring__ctx_work(ring_ctx_t *ctx, ring_stream_t **work);
 /* Whether MPI takes dev's memory: HVD_CUDA_AWARE, or with auto (the
  * default) what Open MPI's MPIX_Query_cuda_support says, for CUDA only. */
 int ring__cuda_aware(const ring_dev_t *dev);
@@ -247,6 +249,9 @@ typedef struct {
     /* A registered call's: NULL, or the caller's event behind its writes
      * (ring_ctx_allreduce_registered); this rank's own. */
     ring_event_t *ready;
+    /* A registered call's: NULL, or the caller's event that ring records
+     * once the buffer is the caller's again (ring_ctx_allreduce_registered). */
+    ring_event_t *done;
 } ring__coll_t;
 
 /* Opens a call: c comes with func, kind, ctx, count, dtype, op, root and

@@ -661,19 +661,24 @@ static void test_ctx(ring_intranode_t intranode, const size_t *counts,
                                        NULL),
               RING_ERR_ARG, "ring_ctx_allreduce_apply: apply or apply->fn "
                             "is NULL\n");
-    /* A ready event where no device could have made one (a GPU node's
-     * process has a device: the case is not there). */
+    /* A ready or done event where no device could have made one (a GPU
+     * node's process has a device: the case is not there). */
     if (!ring_dev()) {
         static char not_an_event;
         expect_status(ring_ctx_register(ctx, x, sizeof x),
                       "ring_ctx_register");
         TEST_SAYS(ring_ctx_allreduce_registered(
                       ctx, 4, RING_FLOAT32, RING_SUM,
+                      (ring_event_t *)(void *)&not_an_event, NULL),
+                  RING_ERR_ARG, "ring_ctx_allreduce_registered: an event, "
+                                "but this process has no device\n");
+        TEST_SAYS(ring_ctx_allreduce_registered(
+                      ctx, 4, RING_FLOAT32, RING_SUM, NULL,
                       (ring_event_t *)(void *)&not_an_event),
                   RING_ERR_ARG, "ring_ctx_allreduce_registered: an event, "
                                 "but this process has no device\n");
         expect_status(ring_ctx_allreduce_registered(ctx, 4, RING_FLOAT32,
-                                                    RING_SUM, NULL),
+                                                    RING_SUM, NULL, NULL),
                       "ring_ctx_allreduce_registered");
         expect_status(ring_ctx_register(ctx, NULL, 0), "unregister");
     }

@@ -344,7 +344,7 @@ static void test_registered(void)
         waits[k] = emulated ? ring__dev_emu_host_waits() : 0;
         expect_ok(ring_ctx_allreduce_registered(ctx, cases[k].count,
                                                 cases[k].dtype, cases[k].op,
-                                                k % 2 ? ready : NULL),
+                                                k % 2 ? ready : NULL, NULL),
                   "ring_ctx_allreduce_registered");
         waits[k] = emulated ? ring__dev_emu_host_waits() - waits[k] : 0;
         dev_copy(got[k], reg, nbytes[k]);
@@ -395,12 +395,82 @@ static void test_registered(void)
     }
     snprintf(case_name, sizeof case_name, "registered refusals n=%d", size);
     TEST_EQ(ring_ctx_allreduce_registered(ctx, REG_BYTES / 4 + 1,
-                                          RING_FLOAT32, RING_SUM, NULL),
+                                          RING_FLOAT32, RING_SUM, NULL, NULL),
             RING_ERR_ARG);
     expect_ok(ring_ctx_register(ctx, NULL, 0), "unregister");
     TEST_EQ(ring_ctx_allreduce_registered(ctx, 1, RING_FLOAT32, RING_SUM,
-                                          NULL),
+                                          NULL, NULL),
             RING_ERR_ARG);
+    dev->release(reg);
+}
+
+/* Registered calls with a done event, back to back as hvd's engine makes
+ * them: each round's input copied into the buffer on the caller's stream
+ * (ready behind it), the call, the result copied out on a second stream
+ * after done (and the next round's copy in after that copy out), and the
+ * host waits for nothing until the last round. Every round is the host
+ * path's result bit for bit (delay:SEED: a done recorded before another
+ * rank's gather of this rank's block is through lets the next round's
+ * input land under that gather, one before this rank's own gather or, a
+ * rank alone, before ready, leaves the copy out stale); within a node
+ * (the device slabs) and for a rank alone the calls make the host wait
+ * for the device not once (emulated). */
+static void test_registered_done(void)
+{
+    enum { ROUNDS = 12 };
+    call_t k = {3001, RING_FLOAT32, RING_SUM, 0, 0}; /* 12 KB: the slabs */
+    size_t nbytes = k.count * sizeof(float);
+    char *reg = dev_alloc(nbytes), *in[ROUNDS], *want[ROUNDS], *got[ROUNDS];
+    ring_stream_t *out;
+    ring_event_t *ready, *done, *read;
+    expect_ok(ring_ctx_register(ctx, reg, nbytes), "ring_ctx_register");
+    expect_ok(dev->stream_create(&out), "stream_create");
+    expect_ok(dev->event_create(&ready), "event_create");
+    expect_ok(dev->event_create(&done), "event_create");
+    expect_ok(dev->event_create(&read), "event_create");
+    snprintf(case_name, sizeof case_name, "allreduce_registered done n=%d",
+             size);
+    for (int i = 0; i < ROUNDS; i++) {
+        k.op = i % 3 ? RING_SUM : RING_AVERAGE;
+        in[i] = filled(k.count, k.dtype, k.op, rank + size * i);
+        want[i] = malloc(nbytes);
+        got[i] = malloc(nbytes);
+        expect_ok(run_allreduce(in[i], want[i], &k), "host call");
+    }
+    uint64_t waits = emulated ? ring__dev_emu_host_waits() : 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        if (i > 0) expect_ok(dev->stream_wait(stream, read), "stream_wait");
+        expect_ok(dev->copy(reg, in[i], nbytes, stream), "copy");
+        expect_ok(dev->event_record(ready, stream), "event_record");
+        expect_ok(ring_ctx_allreduce_registered(ctx, k.count, k.dtype,
+                                                i % 3 ? RING_SUM
+                                                      : RING_AVERAGE,
+                                                ready, done),
+                  "ring_ctx_allreduce_registered");
+        expect_ok(dev->stream_wait(out, done), "stream_wait");
+        expect_ok(dev->copy(got[i], reg, nbytes, out), "copy");
+        expect_ok(dev->event_record(read, out), "event_record");
+    }
+    waits = emulated ? ring__dev_emu_host_waits() - waits : 0;
+    expect_ok(dev->stream_sync(out), "stream_sync");
+    const char *ipc_wait = getenv("HVD_RING_IPC_WAIT");
+    int host_wait = ipc_wait && strcmp(ipc_wait, "host") == 0;
+    if (waits > 0 && (size == 1 || (ctx->ipc && !hier && !host_wait)))
+        TEST_FAIL("%s: %d calls made the host wait for the device %llu "
+                  "times", case_name, ROUNDS, (unsigned long long)waits);
+    for (int i = 0; i < ROUNDS; i++) {
+        snprintf(case_name, sizeof case_name,
+                 "allreduce_registered done n=%d round %d", size, i);
+        expect_same(got[i], want[i], nbytes);
+        free(in[i]);
+        free(want[i]);
+        free(got[i]);
+    }
+    expect_ok(ring_ctx_register(ctx, NULL, 0), "unregister");
+    dev->event_destroy(read);
+    dev->event_destroy(done);
+    dev->event_destroy(ready);
+    dev->stream_destroy(out);
     dev->release(reg);
 }
 
@@ -427,7 +497,7 @@ static void test_registered_host(void)
     expect_ok(dev->copy(reg, d, nbytes, stream), "copy");
     expect_ok(dev->event_record(ready, stream), "event_record");
     expect_ok(ring_ctx_allreduce_registered(ctx, k.count, k.dtype, k.op,
-                                            ready),
+                                            ready, NULL),
               "ring_ctx_allreduce_registered");
     expect_ok(dev->stream_sync(stream), "stream_sync");
     name_case("allreduce_registered host", &k, 1, 0);
@@ -534,6 +604,7 @@ int main(int argc, char **argv)
     }
     test_all();
     test_registered();
+    test_registered_done();
     test_registered_host();
     test_refused();
     /* Every case above of 4 KiB or more went through the window. */
