@@ -8,7 +8,9 @@
  * the same arithmetic), with averaging, summing, fp16 compression and
  * backward_passes_per_step 2; and with options.stream, the gradients
  * written, reported and read back on the caller's stream with no sync in
- * between (the delay mode then shows any missing order). The wrapped step
+ * between (the delay mode then shows any missing order), and the step
+ * makes the host wait for the device not once (emulated: within a node
+ * ring's streams wait for each other on the device). The wrapped step
  * counts its calls. Also: gradients of mixed kinds, and a
  * sharded step on device gradients, are refused by name; device
  * parameters broadcast from rank 0 replace every rank's own.
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hvd/hvd.h"
+#include "ring/dev.h"
 #include "ring/ring.h"
 #include "test/capture.h"
 #include "test/hvd_harness.h"
@@ -34,6 +37,7 @@ static const char *const names[NTENSORS] = {"g.a", "g.b", "g.c", "g.d",
                                             "g.e"};
 
 static const ring_dev_t *dev;
+static int emulated; /* which counts the host's waits for it */
 static ring_stream_t *stream;
 static int rank, size;
 
@@ -74,7 +78,10 @@ static void dev_copy_on(void *dst, const void *src, size_t nbytes,
 
 /* One configuration: both optimizers trained STEPS steps. With
  * o.stream, the device side never waits for that stream but at the end
- * of a step, as a training loop on a GPU would. */
+ * of a step, as a training loop on a GPU would, and (emulated, the
+ * fusion buffer made) hvd_dist_opt_step never waits for the device on
+ * the host: the averaged gradients are ordered on the stream, where the
+ * inner step's kernels would follow them. */
 static void compare(const char *what, hvd_dist_opt_options_t o)
 {
     size_t total = 0, off[NTENSORS];
@@ -125,7 +132,13 @@ static void compare(const char *what, hvd_dist_opt_options_t o)
                         HVD_OK);
             }
             TEST_EQ(hvd_dist_opt_step(hopt), HVD_OK);
+            uint64_t waits = emulated ? ring__dev_emu_host_waits() : 0;
             TEST_EQ(hvd_dist_opt_step(dopt), HVD_OK);
+            waits = emulated ? ring__dev_emu_host_waits() - waits : 0;
+            if (o.stream && step > 0 && waits > 0)
+                TEST_FAIL("%s n=%d step %d: the device step waited for the "
+                          "device on the host %llu times", what, size, step,
+                          (unsigned long long)waits);
             /* up is rewritten next pass: the copy up must be done. */
             if (o.stream) TEST_EQ(dev->stream_sync(o.stream), RING_OK);
         }
@@ -207,6 +220,7 @@ int main(int argc, char **argv)
     if (status != 0) return status;
     dev = ring_dev();
     if (!dev || dev->stream_create(&stream) != RING_OK) return TEST_HARD_ERROR;
+    emulated = dev == &ring__dev_emulated;
     compare("average", (hvd_dist_opt_options_t){1, 0, HVD_AVERAGE, NULL, NULL});
     compare("sum", (hvd_dist_opt_options_t){1, 0, HVD_SUM, NULL, NULL});
     compare("fp16", (hvd_dist_opt_options_t){1, 1, HVD_AVERAGE, NULL, NULL});
