@@ -27,7 +27,10 @@
 #      the GPU: the target is >= 0.8x torch at 1 rank, and the 2-rank
 #      step within 1.2x of twice the 1-rank step, which is 2-rank
 #      images/s >= 2 / (2 x 1.2) = 0.83x the 1-rank images/s (the mlp
-#      missed it at 0.78x on 2026-11-27);
+#      missed it at 0.78x on 2026-11-27, when the engine still waited for
+#      the device once a fused group in ring's IPC call: since 049f679 it
+#      never waits there, the unpack waits for ring's done event on the
+#      device);
 #   5. the cnn as in 3 with HVD_CONV_TF32=1, cuDNN's convolutions in TF32
 #      as torch's are by default (it failed on the first try: 709000a
 #      falls back to FMA per direction);
