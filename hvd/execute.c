@@ -14,13 +14,12 @@
  * timeline's allreduce phase of such a group is the queueing; elsewhere
  * (staged through pinned host memory, or over MPI) the call returns once
  * its copies are done. A tensor alone is read once its caller's event is
- * done. A request from
- * a stream variant carries two events: one recorded on the caller's
- * stream, waited for before the tensor is read, and one the engine
- * records after the unpack, which its caller waits for (hvd_wait_stream
- * on the device, hvd_wait on the host); the engine waits for its stream
- * before completing only a group with other requests, whose hvd_wait
- * returns with the result in device memory.
+ * done. A request from a stream variant carries two events: one recorded
+ * on the caller's stream, waited for before the tensor is read, and one
+ * the engine records after the unpack, which its caller waits for
+ * (hvd_wait_stream on the device, hvd_wait on the host); the engine waits
+ * for its stream before completing only a group with other requests,
+ * whose hvd_wait returns with the result in device memory.
  *
  * The context (ring_ctx_t, over hvd__ring_comm) owns what the collectives
  * need across calls, the shared window within a node and the
