@@ -40,7 +40,9 @@
 #   7. the cnn as in 3, ours as it is against torch with --torch-cudnn
 #      exact: both in float FMAs with deterministic algorithms;
 #   8. where a 2-rank cnn step's time goes: HVD_TIMELINE over 300 steps,
-#      summed by phase (bench/timeline_phases.py, the first 2 s dropped);
+#      summed by phase (bench/timeline_phases.py, the first 2 s dropped;
+#      since 049f679 a fused group's allreduce phase is the time to queue
+#      it, the device's time shows in --profile's loss read instead);
 #   9. synthetic_benchmark --device cuda, mlp and cnn at 1 rank;
 #  10. ours at 4 ranks sharing the GPU, mlp and cnn at batch 64 (measured
 #      on 2026-11-27);
