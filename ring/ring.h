@@ -379,7 +379,10 @@ int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,
  * they lie, without copying them in first: hvd registers its device
  * fusion buffer. RING_OK also where nothing can be opened (host memory,
  * no shared window, a rank that cannot export): the calls then take
- * ring_ctx_allreduce's way. The buffer must outlive its registration. */
+ * ring_ctx_allreduce's way. The buffer must outlive its registration;
+ * once the next ring_ctx_register returns, no rank's call reads the
+ * earlier one any more (a registered call with a done event may return
+ * before its work is through: this waits for it). */
 int ring_ctx_register(ring_ctx_t *ctx, void *buf, size_t nbytes);
 
 /* ring_ctx_allreduce in place on the first count elements of every
