@@ -23,7 +23,10 @@ typedef struct {
     _Alignas(64) _Atomic uint64_t posted;   /* ... whose inputs are in */
     _Alignas(64) _Atomic uint64_t reduced;  /* ... of the own block done */
     _Alignas(64) _Atomic uint64_t released; /* chunks after which this rank
-                                               reads no other rank's memory */
+                                               reads no other rank's memory
+                                               (shm.c); ipc.c: whose gather
+                                               is queued, its "gathered"
+                                               event recorded behind it */
     _Alignas(64) _Atomic uint64_t failed;   /* ipc.c: non-zero once this
                                                rank gave up a call midway */
 } ring__ctl_t;

@@ -59,8 +59,8 @@
  * and slab 1 into slab 0, records reduced_ev0, reduced0 = 1. Rank 1
  * reduces block 1 into slab 1, reduced1 = 1. Rank 0 sees reduced1 >= 1,
  * queues a wait for reduced_ev1 and the copy of block 1 from slab 1 (and
- * block 0 from its own slab) into its recvbuf, syncs, released0 = 1; rank
- * 1 likewise. Block 1 of slab 1 is written by rank 1's kernel, which runs
+ * block 0 from its own slab) into its recvbuf, records gathered_ev0,
+ * released0 = 1, syncs; rank 1 likewise. Block 1 of slab 1 is written by rank 1's kernel, which runs
  * before reduced_ev1's record, and read by rank 0's copy, which runs after
  * it. The next chunk uses half 1; the one after, half 0 again, which rank
  * 1 no longer reads: rank 0's stream waited, before it reduced chunk 1,
@@ -101,7 +101,11 @@
  * device nothing waits forever for it: a wait for an event it did not
  * record again is a wait for its last record, already through; unless
  * its context is broken and its queued work never ends, which the
- * others' streams cannot tell.
+ * others' streams cannot tell: they wait for it forever, and so does
+ * their host at its next wait for them (as for a peer's broken context
+ * under NCCL). A registered call with a done event returns before its
+ * work is through, so such a rank sees its own failure only at its next
+ * call or wait, not in this one.
  */
 #include <stdlib.h>
 #include "ring/ctl.h"

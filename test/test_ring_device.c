@@ -408,7 +408,8 @@ static void test_registered(void)
  * them: each round's input copied into the buffer on the caller's stream
  * (ready behind it), the call, the result copied out on a second stream
  * after done (and the next round's copy in after that copy out), and the
- * host waits for nothing until the last round. Every round is the host
+ * host waits for nothing until the last round (the copies go to and from
+ * pinned memory: CUDA's copy into pageable memory would wait for done). Every round is the host
  * path's result bit for bit (delay:SEED: a done recorded before another
  * rank's gather of this rank's block is through lets the next round's
  * input land under that gather, one before this rank's own gather or, a
@@ -432,10 +433,14 @@ static void test_registered_done(void)
              size);
     for (int i = 0; i < ROUNDS; i++) {
         k.op = i % 3 ? RING_SUM : RING_AVERAGE;
-        in[i] = filled(k.count, k.dtype, k.op, rank + size * i);
+        char *host = filled(k.count, k.dtype, k.op, rank + size * i);
         want[i] = malloc(nbytes);
-        got[i] = malloc(nbytes);
-        expect_ok(run_allreduce(in[i], want[i], &k), "host call");
+        expect_ok(run_allreduce(host, want[i], &k), "host call");
+        expect_ok(dev->alloc_pinned((void **)&in[i], nbytes), "alloc_pinned");
+        expect_ok(dev->alloc_pinned((void **)&got[i], nbytes),
+                  "alloc_pinned");
+        memcpy(in[i], host, nbytes);
+        free(host);
     }
     uint64_t waits = emulated ? ring__dev_emu_host_waits() : 0;
     for (int i = 0; i < ROUNDS; i++) {
@@ -466,9 +471,9 @@ static void test_registered_done(void)
         snprintf(case_name, sizeof case_name,
                  "allreduce_registered done n=%d round %d", size, i);
         expect_same(got[i], want[i], nbytes);
-        free(in[i]);
+        dev->release_pinned(in[i]);
+        dev->release_pinned(got[i]);
         free(want[i]);
-        free(got[i]);
     }
     dev->event_destroy(read);
     dev->event_destroy(done);
