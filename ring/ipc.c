@@ -60,12 +60,12 @@
  * reduces block 1 into slab 1, reduced1 = 1. Rank 0 sees reduced1 >= 1,
  * queues a wait for reduced_ev1 and the copy of block 1 from slab 1 (and
  * block 0 from its own slab) into its recvbuf, records gathered_ev0,
- * released0 = 1, syncs; rank 1 likewise. Block 1 of slab 1 is written by rank 1's kernel, which runs
- * before reduced_ev1's record, and read by rank 0's copy, which runs after
- * it. The next chunk uses half 1; the one after, half 0 again, which rank
- * 1 no longer reads: rank 0's stream waited, before it reduced chunk 1,
- * for rank 1's posted_ev of chunk 1, recorded behind rank 1's gather of
- * chunk 0.
+ * released0 = 1, syncs; rank 1 likewise. Block 1 of slab 1 is written by
+ * rank 1's kernel, which runs before reduced_ev1's record, and read by
+ * rank 0's copy, which runs after it. The next chunk uses half 1; the one
+ * after, half 0 again, which rank 1 no longer reads: rank 0's stream
+ * waited, before it reduced chunk 1, for rank 1's posted_ev of chunk 1,
+ * recorded behind rank 1's gather of chunk 0.
  *
  * A registered buffer (ring_ctx_register: hvd's device fusion buffer) is
  * exported and opened the same way, once, and reduced where it lies: no
@@ -550,8 +550,10 @@ static int ring__ipc_chunks(ring__ipc_t *ipc, const ring__coll_t *c,
         RING_CHECK(ring__ipc_reduce(ipc, now));
         last = now;
     }
-    if (last) RING_CHECK(ring__ipc_turn(ipc, last, NULL));
-    if (last) RING_CHECK(ring__ipc_end(ipc, c, !src));
+    if (last) {
+        RING_CHECK(ring__ipc_turn(ipc, last, NULL));
+        RING_CHECK(ring__ipc_end(ipc, c, !src));
+    }
 out:
     /* The others would wait for this rank's counters forever. */
     if (status != RING_OK)

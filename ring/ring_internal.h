@@ -135,10 +135,9 @@ typedef struct {
 
 extern const ring__mem_ops_t ring__mem_host;
 /* Device memory, for MPI that reads it (CUDA-aware) and for a rank alone
- * (whose data MPI never reads): each operation runs
- * on ring_dev()'s work stream and is waited for. A failure is logged and
- * kept for ring__mem_device_status, since the table's functions return
- * nothing. */
+ * (whose data MPI never reads): each operation runs on ring_dev()'s work
+ * stream and is waited for. A failure is logged and kept for
+ * ring__mem_device_status, since the table's functions return nothing. */
 extern const ring__mem_ops_t ring__mem_device;
 /* RING_OK, or the first failure of ring__mem_device since the last call
  * (on this thread), which it clears. */
@@ -250,7 +249,8 @@ typedef struct {
      * (ring_ctx_allreduce_registered); this rank's own. */
     ring_event_t *ready;
     /* A registered call's: NULL, or the caller's event that ring records
-     * once the buffer is the caller's again (ring_ctx_allreduce_registered). */
+     * once the buffer is the caller's again
+     * (ring_ctx_allreduce_registered). */
     ring_event_t *done;
 } ring__coll_t;
 

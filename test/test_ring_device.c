@@ -409,13 +409,13 @@ static void test_registered(void)
  * (ready behind it), the call, the result copied out on a second stream
  * after done (and the next round's copy in after that copy out), and the
  * host waits for nothing until the last round (the copies go to and from
- * pinned memory: CUDA's copy into pageable memory would wait for done). Every round is the host
- * path's result bit for bit (delay:SEED: a done recorded before another
- * rank's gather of this rank's block is through lets the next round's
- * input land under that gather, one before this rank's own gather or, a
- * rank alone, before ready, leaves the copy out stale); within a node
- * (the device slabs) and for a rank alone the calls make the host wait
- * for the device not once (emulated). */
+ * pinned memory: CUDA's copy into pageable memory would wait for done).
+ * Every round is the host path's result bit for bit (delay:SEED: a done
+ * recorded before another rank's gather of this rank's block is through
+ * lets the next round's input land under that gather, one before this
+ * rank's own gather or, a rank alone, before ready, leaves the copy out
+ * stale); within a node (the device slabs) and for a rank alone the
+ * calls make the host wait for the device not once (emulated). */
 static void test_registered_done(void)
 {
     enum { ROUNDS = 12 };
