@@ -519,20 +519,33 @@ static void *hvd__engine_main(void *arg)
     }
     pthread_mutex_lock(&hvd__engine.mu);
     /* A stall or a broken MPI: every rank got the same plan or error, so
-     * all stop negotiating together; from now on calls fail. */
-    if (status != HVD_OK) hvd__engine.stalled = 1;
+     * all stop negotiating together; a collective that failed here failed
+     * on the others too (ring tells them, as far as it can:
+     * ring_ctx_give_up). From now on calls fail. */
+    if (status != HVD_OK) hvd__engine.stopped = status;
     /* Another rank shut down first: this rank's calls fail from now on. */
     int left_early = status == HVD_OK && !hvd__engine.shutdown_requested;
     if (left_early) hvd__engine.peer_down = 1;
     pthread_mutex_unlock(&hvd__engine.mu);
-    if (left_early || (status == HVD_OK && loop.pending.len > 0))
+    hvd__take_incoming(&loop, hvd__now()); /* counted and named below */
+    size_t waiting = 0;
+    for (size_t i = 0; i < loop.pending.len; i++)
+        waiting += loop.pending.items[i] != NULL;
+    const char *first = hvd__first_name(&loop.pending);
+    if (left_early || (status == HVD_OK && waiting > 0))
         hvd__log(HVD__LOG_ERROR, "another rank called hvd_shutdown while "
                  "this rank had %zu collective(s) waiting%s%s%s: they "
                  "fail, and so will this rank's later calls",
-                 loop.pending.len, loop.pending.len ? " (the first: '" : "",
-                 loop.pending.len ? hvd__first_name(&loop.pending) : "",
-                 loop.pending.len ? "')" : "");
-    hvd__fail_all(&loop, status == HVD_OK ? HVD_ERR_STATE : status);
+                 waiting, waiting ? " (the first: '" : "", first,
+                 waiting ? "')" : "");
+    else if (status != HVD_OK && status != HVD_ERR_STALL && waiting > 0)
+        hvd__log(HVD__LOG_ERROR, "hvd stopped at a failure on this rank "
+                 "(its message says why): %zu collective(s) waiting here "
+                 "fail (the first: '%s'), and so will every later one until "
+                 "hvd_shutdown", waiting, first);
+    /* As later calls fail (hvd__request_queue): a stall says so; anything
+     * else is a stopped hvd, whatever the first failure was. */
+    hvd__fail_all(&loop, status == HVD_ERR_STALL ? status : HVD_ERR_STATE);
     hvd__pending_free(&loop.pending);
     hvd__execute_thread_end();
     return NULL;
@@ -544,7 +557,7 @@ int hvd__engine_start(void)
     hvd__engine.incoming_tail = &hvd__engine.incoming;
     hvd__engine.chain = (hvd__chain_t){0};
     hvd__engine.shutdown_requested = 0;
-    hvd__engine.stalled = 0;
+    hvd__engine.stopped = 0;
     hvd__engine.peer_down = 0;
     hvd__engine.last_joined = -1;
     hvd__engine.contention = (hvd__contention_t){0}; /* a new job's PUs */

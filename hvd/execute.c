@@ -356,6 +356,16 @@ static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
     return status == HVD_OK ? HVD_ERR_NOMEM : status;
 }
 
+/* status, of this rank's work before its call to ring on device tensors
+ * (its callers' work, its copies): a failure of its own, which ring tells
+ * the node's other ranks, who would wait for it there (ring_ctx_give_up;
+ * from then on the device collectives within the node fail on every
+ * rank). */
+static int hvd__before_ring(int status)
+{
+    return status == HVD_OK ? HVD_OK : ring_ctx_give_up(hvd__ctx, status);
+}
+
 /* Several device allreduces of one dtype and op through the device fusion
  * buffer (HVD_FUSION_THRESHOLD bytes, made on first use, kept until
  * shutdown): pack, reduce in place, unpack. *shared = 1 when it failed on
@@ -375,11 +385,13 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
     if (hvd__dev.fusion_cap < want)
         HVD_CHECK_DEV(hvd__dev_fusion_grow(dev, want, shared));
     double t0 = hvd__now();
-    HVD_CHECK_DEV(hvd__await_callers(dev, hs, n, 1));
-    HVD_CHECK_DEV(hvd__dev_pack(dev, resp, hs, copies, 1));
+    status = hvd__await_callers(dev, hs, n, 1);
+    if (status == HVD_OK) status = hvd__dev_pack(dev, resp, hs, copies, 1);
     /* ring reads the buffer from its own streams, which wait for this
      * (on the device, where they can): no wait here. */
-    HVD_CHECK_DEV(dev->event_record(hvd__dev.packed, hvd__dev.stream));
+    if (status == HVD_OK)
+        status = dev->event_record(hvd__dev.packed, hvd__dev.stream);
+    HVD_CHECK_DEV(hvd__before_ring(status));
     double t1 = hvd__now();
     hvd__timeline_group(resp, hs, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
     size_t count = total / ring_dtype_size((ring_dtype_t)descs[0].dtype);
@@ -405,7 +417,7 @@ static int hvd__run_one_device(const hvd__desc_t *d, hvd_handle_t h)
     const ring_dev_t *dev = ring_dev();
     int status = hvd__dev_stream(dev);
     if (status != HVD_OK) return status;
-    HVD_CHECK_DEV(hvd__await_callers(dev, &h, 1, 0));
+    HVD_CHECK_DEV(hvd__before_ring(hvd__await_callers(dev, &h, 1, 0)));
     HVD_CHECK_DEV(hvd__run_one(d, h));
     HVD_CHECK_DEV(hvd__dev_finish(dev, &h, 1));
 out:

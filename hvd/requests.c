@@ -213,8 +213,14 @@ int hvd__request_queue(const hvd__request_t *req, hvd_handle_t *out)
     hvd_handle_t h = NULL;
     int named = strncmp(req->name, "__", 2) != 0;
     pthread_mutex_lock(&hvd__engine.mu);
-    if (hvd__engine.stalled) {
+    if (hvd__engine.stopped == HVD_ERR_STALL) {
         status = HVD_ERR_STALL;
+    } else if (hvd__engine.stopped) {
+        status = HVD_ERR_STATE;
+        hvd__log(HVD__LOG_ERROR, "%s '%s': hvd stopped at a failure on "
+                 "this rank (its message said why): every later collective "
+                 "fails until hvd_shutdown", hvd__kind_name(req->kind),
+                 req->name);
     } else if (hvd__engine.peer_down) {
         status = HVD_ERR_STATE;
         hvd__log(HVD__LOG_ERROR, "%s '%s': another rank has shut hvd down",

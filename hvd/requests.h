@@ -163,7 +163,8 @@ typedef struct {
     hvd__contention_t contention; /* under mu: spare_pus may be taken
                                      (contention.c) */
     int shutdown_requested;
-    int stalled;              /* HVD_ERR_STALL: every later call fails */
+    int stopped;  /* the failure the engine stopped at (HVD_ERR_STALL,
+                     or a collective's): every later call fails */
     int peer_down; /* another rank shut down: every later call fails */
     int last_joined; /* hvd_last_joined(), under mu */
 } hvd__engine_t;

@@ -410,6 +410,12 @@ int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,
     return ring__allreduce(c, buf, buf, local);
 }
 
+int ring_ctx_give_up(ring_ctx_t *ctx, int status)
+{
+    if (ctx && ctx->ipc) ring__ipc_give_up(ctx->ipc);
+    return status;
+}
+
 int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,
                              void *recvbuf, size_t count, ring_dtype_t dtype,
                              ring_op_t op, const ring_apply_t *apply)

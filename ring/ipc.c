@@ -92,10 +92,11 @@
  * AVERAGE is summed in both stages and divided once.
  *
  * A rank whose call fails midway (a refused launch or wait, a sticky
- * error from its stream) sets its "failed" counter: the others' waits
- * for its counters, which would never come, end with RING_ERR_STATE,
- * naming it, and every later call through the window fails at once on
- * every rank, as the counters no longer agree. That holds within the
+ * error from its stream), or that fails before its call and says so
+ * (ring_ctx_give_up: hvd's pack of the fusion buffer), sets its "failed"
+ * counter: the others' waits for its counters, which would never come,
+ * end with RING_ERR_STATE, naming it, and every later call through the
+ * window fails at once on every rank, as the counters no longer agree. That holds within the
  * node: the ranks of other nodes (hierarchical) meet it in MPI, where a
  * rank that gave up leaves them waiting as in any host call. On the
  * device nothing waits forever for it: a wait for an event it did not
@@ -328,7 +329,7 @@ int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
     return RING_OK;
 }
 
-/* RING_ERR_STATE when a rank of the node gave up a call midway (its
+/* RING_ERR_STATE when a rank of the node gave up a call (its
  * failed counter: 1 for its own failure, 2 for one it saw elsewhere),
  * said once, naming the first rank that failed by itself; every later
  * call fails too, as the ranks' counters no longer agree. Else RING_OK. */
@@ -344,7 +345,7 @@ static int ring__ipc_check_failed(ring__ipc_t *ipc)
     if (who < 0) return RING_OK;
     if (!ipc->saw_failed)
         ring__log("a device allreduce through the node's IPC window: rank "
-                  "%d of the node gave up midway (its log says why); this "
+                  "%d of the node gave up a call (its log says why); this "
                   "call fails, and so will every later one through the "
                   "window",
                   who);
@@ -353,7 +354,7 @@ static int ring__ipc_check_failed(ring__ipc_t *ipc)
 }
 
 /* Until rank r's counter `which` is at least target; RING_ERR_STATE
- * instead when a rank gives up midway, which would never set it. */
+ * instead when a rank gives up, which would never set it. */
 static int ring__ipc_wait(ring__ipc_t *ipc, int r, size_t which,
                           uint64_t target)
 {
@@ -555,10 +556,14 @@ static int ring__ipc_chunks(ring__ipc_t *ipc, const ring__coll_t *c,
         RING_CHECK(ring__ipc_end(ipc, c, !src));
     }
 out:
-    /* The others would wait for this rank's counters forever. */
-    if (status != RING_OK)
-        ring__ctl_set(&ipc->ctl[ipc->rank]->failed, ipc->saw_failed ? 2 : 1);
+    if (status != RING_OK) ring__ipc_give_up(ipc);
     return status;
+}
+
+void ring__ipc_give_up(ring__ipc_t *ipc)
+{
+    /* The others would wait for this rank's counters forever. */
+    ring__ctl_set(&ipc->ctl[ipc->rank]->failed, ipc->saw_failed ? 2 : 1);
 }
 
 int ring__ipc_allreduce(ring__ipc_t *ipc, const ring__coll_t *c,

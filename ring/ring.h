@@ -405,6 +405,17 @@ int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,
                                   ring_dtype_t dtype, ring_op_t op,
                                   ring_event_t *ready, ring_event_t *done);
 
+/* For a rank that fails before its call to a device collective on ctx (a
+ * failure of its own: its writes to the buffer, its wait for them), so
+ * that the others do not wait for it forever: within a node, the ranks
+ * whose calls go through ctx's window of device memory (CUDA IPC), and
+ * wait there for this rank, end them with RING_ERR_STATE naming it, and
+ * every later call through the window fails on every rank, as after a
+ * call that fails midway. Ranks whose calls go over MPI (staged, across
+ * nodes) cannot be told: they wait for it as for any call it does not
+ * make. Returns status, the failure. */
+int ring_ctx_give_up(ring_ctx_t *ctx, int status);
+
 /* The other collectives over ctx's ranks, as their MPI_Comm twins below. */
 int ring_ctx_broadcast(ring_ctx_t *ctx, void *buf, size_t count,
                        ring_dtype_t dtype, int root);

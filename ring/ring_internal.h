@@ -419,6 +419,8 @@ int ring__ipc_registered(const ring__ipc_t *ipc, size_t nbytes);
 /* The opened call c in place on the registered buffers, read where they
  * lie (ring__ipc_allreduce's result, without the copy in). */
 int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c);
+/* This rank gives up (ring_ctx_give_up): its failed counter set. */
+void ring__ipc_give_up(ring__ipc_t *ipc);
 /* Collective: frees ipc (NULL: no-op). */
 void ring__ipc_free(ring__ipc_t **ipc);
 /* The allreduce of the opened call c (device buffers, every rank of ipc's

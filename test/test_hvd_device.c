@@ -30,6 +30,10 @@
  *     a file, which RLIMIT_FSIZE caps): rank R cannot make the device
  *     fusion buffer; the group fails on every rank, each saying which
  *     rank, and no rank waits for the others forever.
+ *   - with --pack-fails R (alone, on the emulated device): rank R's
+ *     tensor is shorter than the call, so its pack of the fusion buffer
+ *     is refused; the others' calls fail too, naming it, instead of
+ *     waiting for it in ring forever.
  *
  * Device memory is only touched through the device's copies, so the guard
  * mode faults on any host access hvd makes. Options: --emulate MODE sets
@@ -441,6 +445,32 @@ static void test_fusion_oom(int who)
     free(x);
 }
 
+/* ---- a rank whose copies fail ---- */
+
+/* Rank `who`'s tensor is shorter than the call, which the emulated device
+ * refuses when hvd's pack of the fusion buffer is queued (a GPU would
+ * read past it; an error of its stream, from the caller's own kernels,
+ * would fail the same step): its group fails, and so do the others',
+ * which wait for it in ring's window, naming it (before, they waited
+ * forever). Every rank's engine stops there, and later calls say why. */
+static void test_pack_fails(int who)
+{
+    enum { N = 4096 };
+    size_t mine = rank == who ? N / 2 : N;
+    float *x = host_values(rank, 50, N), *d = dev_alloc(mine);
+    dev_copy(d, x, mine, 0);
+    char says[64];
+    snprintf(says, sizeof says, "rank %d of the node gave up", who);
+    TEST_SAYS(hvd_allreduce(d, d, N, HVD_FLOAT32, HVD_SUM, "pack.fails"),
+              rank == who ? HVD_ERR_ARG : HVD_ERR_STATE,
+              rank == who ? "copy_batch: a source" : says);
+    /* The engines stopped there, together: later calls say so. */
+    TEST_SAYS(hvd_allreduce(x, x, N, HVD_FLOAT32, HVD_SUM, "pack.after"),
+              HVD_ERR_STATE, "hvd stopped at a failure on this rank");
+    dev->release(d);
+    free(x);
+}
+
 /* ---- the timeline: did device tensors fuse? ---- */
 
 /* Lines of text holding both a and b. */
@@ -502,7 +532,7 @@ static void check_timeline(const char *path)
 
 int main(int argc, char **argv)
 {
-    int oom = -1;
+    int oom = -1, pack_fails = -1;
     for (int i = 1; i + 1 < argc; i += 2)
         if (strcmp(argv[i], "--emulate") == 0) {
             setenv("HVD_DEVICE_EMULATE", argv[i + 1], 1);
@@ -510,11 +540,13 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--fusion-oom") == 0) {
             oom = atoi(argv[i + 1]);
             setenv("HVD_FUSION_THRESHOLD", OOM_THRESHOLD, 1);
+        } else if (strcmp(argv[i], "--pack-fails") == 0) {
+            pack_fails = atoi(argv[i + 1]);
         }
     dev = ring_dev();
     if (!dev) TEST_SKIP("no device: neither a GPU nor HVD_DEVICE_EMULATE");
-    if (oom >= 0 && dev != &ring__dev_emulated)
-        TEST_SKIP("--fusion-oom needs the emulated device");
+    if ((oom >= 0 || pack_fails >= 0) && dev != &ring__dev_emulated)
+        TEST_SKIP("--fusion-oom and --pack-fails need the emulated device");
     /* Only rank 0 writes the timeline; each rank names a file of its own,
      * so parallel runs do not collide. */
     char path[] = "/tmp/test_hvd_device.XXXXXX";
@@ -526,12 +558,14 @@ int main(int argc, char **argv)
     int status = test_hvd_start(&argc, &argv, &oracle, &rank, &size);
     if (status != 0) return status;
     if (dev->stream_create(&stream) != RING_OK) return TEST_HARD_ERROR;
-    if (oom >= 0) {
-        test_fusion_oom(oom);
+    if (oom >= 0 || pack_fails >= 0) {
+        if (oom >= 0) test_fusion_oom(oom);
+        if (pack_fails >= 0) test_pack_fails(pack_fails);
         dev->stream_destroy(stream);
         unlink(path);
-        return test_hvd_finish("test_hvd_device --fusion-oom", &oracle, rank,
-                               size);
+        return test_hvd_finish(oom >= 0 ? "test_hvd_device --fusion-oom"
+                                        : "test_hvd_device --pack-fails",
+                               &oracle, rank, size);
     }
 
     for (int round = 0; round < 3; round++) test_orders(round);

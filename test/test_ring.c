@@ -682,6 +682,9 @@ static void test_ctx(ring_intranode_t intranode, const size_t *counts,
                       "ring_ctx_allreduce_registered");
         expect_status(ring_ctx_register(ctx, NULL, 0), "unregister");
     }
+    /* Nothing to tell anyone without a device window: the status back. */
+    TEST_SAYS(ring_ctx_give_up(ctx, RING_ERR_CUDA), RING_ERR_CUDA, NULL);
+    TEST_SAYS(ring_ctx_give_up(NULL, RING_ERR_ARG), RING_ERR_ARG, NULL);
     TEST_SAYS(ring_ctx_create(MPI_COMM_NULL, NULL, &none), RING_ERR_ARG,
               "ring_ctx_create: comm is MPI_COMM_NULL\n");
     TEST_TRUE(none == NULL);

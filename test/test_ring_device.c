@@ -569,6 +569,32 @@ static void test_peer_gives_up(const ring_ctx_opts_t *opts)
     dev->release(out);
 }
 
+/* A rank that fails before its call and says so (ring_ctx_give_up, as
+ * hvd does when its pack of the fusion buffer fails): the others' calls
+ * through the window end with RING_ERR_STATE instead of waiting for it
+ * forever, and so does every later one. A context of its own, as above. */
+static void test_give_up(const ring_ctx_opts_t *opts)
+{
+    const size_t count = 8192, nbytes = count * sizeof(float); /* 32 KiB */
+    const int quitter = size - 1;
+    ring_ctx_t *mine = NULL;
+    snprintf(case_name, sizeof case_name, "give up n=%d", size);
+    expect_ok(ring_ctx_create(MPI_COMM_WORLD, opts, &mine), "ring_ctx_create");
+    if (!mine) return;
+    char *d = dev_alloc(nbytes);
+    expect_ok(ring_ctx_allreduce(mine, d, d, count, RING_FLOAT32, RING_SUM),
+              "the window's first call");
+    TEST_TRUE(mine->ipc != NULL);
+    TEST_EQ(rank == quitter ? ring_ctx_give_up(mine, RING_ERR_CUDA)
+                            : ring_ctx_allreduce(mine, d, d, count,
+                                                 RING_FLOAT32, RING_SUM),
+            rank == quitter ? RING_ERR_CUDA : RING_ERR_STATE);
+    TEST_EQ(ring_ctx_allreduce(mine, d, d, count, RING_FLOAT32, RING_SUM),
+            RING_ERR_STATE);
+    ring_ctx_free(&mine);
+    dev->release(d);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const env_options[][2] = {
@@ -625,6 +651,7 @@ int main(int argc, char **argv)
     /* Within a node: across nodes the ranks meet in MPI, where one that
      * gave up leaves the others as a host call would. */
     if (ctx->ipc && emulated && !hier) test_peer_gives_up(&opts);
+    if (ctx->ipc && !hier) test_give_up(&opts);
     ring_ctx_free(&ctx);
     dev->stream_destroy(stream);
     /* nothing exported was freed while another rank had it open */
