@@ -437,9 +437,11 @@ static int train_epoch(loop_t *L, int64_t epoch, epoch_t *e)
     double t_epoch = prog_now(), t_win = t_epoch, loss_win = 0;
     double images_win = 0;
     long long steps_win = 0;
+    double t = t_epoch;
     int status = L->send_ahead && L->gstep < L->end_step
                      ? send_train_batch(L, 0, &L->batch[0])
                      : MODEL_OK;
+    lap(L, PH_BATCH, &t); /* the epoch's first step's batch */
     if (status != MODEL_OK) {
         fprintf(stderr, "%s: rank %d: step %lld: %s\n", L->cfg->name,
                 L->rank, L->gstep, model_strerror(status));

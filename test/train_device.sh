@@ -11,7 +11,8 @@
 # cnn; a checkpoint it writes resumes on the CPU and the CPU's on it, both
 # ending equal to a run that was not interrupted; and --shard-optimizer
 # on is refused there; a rank that runs out of device memory making the
-# model says so itself. synthetic_benchmark's --device the same way. What
+# model says so itself; --profile counts an epoch's first batch, sent
+# before its first step. synthetic_benchmark's --device the same way. What
 # the GPU itself computes is test_models_cuda's (scripts/gpu-check).
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
 # shellcheck source=test/script_lib.sh
@@ -146,6 +147,23 @@ script_expect "synthetic_benchmark: rank 1 out of device memory" 1 \
     "^synthetic_benchmark: $oom" 2 "$dir/capped" 65536 \
     examples/synthetic_benchmark --model mlp --batch-size 32768 \
     --num-iters 1 --device cuda
+
+# --profile's batches include each epoch's first batch, which is sent
+# ahead before the epoch's first step (one step an epoch here: before, the
+# phase read 0.000, the batch not counted anywhere).
+script_tiny_fmnist "$dir/idx240" 240 28 /dev/urandom
+script_launch "profile, a step an epoch" 1 $tf --data "$dir/idx240" \
+    --batch-size 240 --progress lines --epochs 14 --device cuda \
+    --profile > "$dir/out"
+awk '/^profile: rank 0: 4 steps, / {
+        for (i = 1; i < NF; i++) if ($i == "batches") b = $(i + 1) + 0
+        ok = b >= 0.005
+    }
+    END { exit !ok }' "$dir/out" || {
+    cat "$dir/out" >&2
+    echo "FAIL: --profile, a step an epoch: batches under 0.005 ms" >&2
+    rc=1
+}
 
 script_expect "sharded step on the GPU" 2 \
     "^train_fmnist: --shard-optimizer on: the sharded step runs on the host" \
