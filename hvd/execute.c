@@ -5,10 +5,12 @@
  *
  * Device tensors (hvd__dev below): a fused group is packed into hvd's own
  * device fusion buffer by one batched copy on the engine's stream,
- * reduced there in place by ring, and unpacked by one batched copy; a
- * tensor alone goes to ring where it lies. ring's calls run on ring's own
- * streams; the fused call waits, on ring's side, for an event behind the
- * pack, and records one that the unpack waits for: within a node ring
+ * reduced by ring into a second buffer, and unpacked from there by one
+ * batched copy; a tensor alone goes to ring where it lies. ring's calls
+ * run on ring's own streams; the fused call waits, on ring's side, for an
+ * event behind the pack, and records one that the unpack waits for, and
+ * one that the next pack waits for (the others' reads of the fusion
+ * buffer through): within a node ring
  * queues its work and returns (the ranks' streams wait for each other on
  * the device), so the engine never waits for the device there, and its
  * timeline's allreduce phase of such a group is the queueing; elsewhere
@@ -53,9 +55,12 @@ static struct {
 static struct {
     ring_stream_t *stream; /* the engine's own */
     ring_event_t *packed;  /* recorded on it behind a group's pack */
-    ring_event_t *reduced; /* ring's, once the fusion buffer is ours again */
+    ring_event_t *reduced; /* ring's, once the result is in `out` */
+    ring_event_t *freed;   /* ring's, once the fusion buffer is ours again */
     char *fusion;          /* the device fusion buffer, made on first use */
     size_t fusion_cap;
+    char *out;             /* where ring puts a group's result */
+    size_t out_cap;
     char *zeros;           /* a joined rank's device zeros */
     size_t zeros_cap;
 } hvd__dev;
@@ -76,6 +81,8 @@ static int hvd__dev_stream(const ring_dev_t *dev)
         status = dev->event_create(&hvd__dev.packed);
     if (status == HVD_OK && !hvd__dev.reduced)
         status = dev->event_create(&hvd__dev.reduced);
+    if (status == HVD_OK && !hvd__dev.freed)
+        status = dev->event_create(&hvd__dev.freed);
     return status;
 }
 
@@ -117,9 +124,11 @@ void hvd__execute_thread_end(void)
     /* The other ranks close it before it goes (every rank ends here). */
     if (hvd__dev.fusion) ring_ctx_register(hvd__ctx, NULL, 0);
     dev->release(hvd__dev.fusion);
+    dev->release(hvd__dev.out);
     dev->release(hvd__dev.zeros);
     dev->event_destroy(hvd__dev.packed);
     dev->event_destroy(hvd__dev.reduced);
+    dev->event_destroy(hvd__dev.freed);
     dev->stream_destroy(hvd__dev.stream);
     memset(&hvd__dev, 0, sizeof hvd__dev);
 }
@@ -296,9 +305,10 @@ out:
     return status;
 }
 
-/* The batched copies between the group's tensors and the fusion buffer:
- * in (pack) or out (unpack); a joined rank's pieces are zeroed going in
- * and dropped coming out. One kernel launch each way. */
+/* The batched copies between the group's tensors and the fusion buffer
+ * going in (pack), or ring's result coming out (unpack); a joined rank's
+ * pieces are zeroed going in and dropped coming out. One kernel launch
+ * each way. */
 static int hvd__dev_pack(const ring_dev_t *dev, const hvd__response_t *resp,
                          hvd_handle_t *hs, ring_copy_t *copies, int in)
 {
@@ -306,7 +316,7 @@ static int hvd__dev_pack(const ring_dev_t *dev, const hvd__response_t *resp,
     int status = HVD_OK;
     for (int i = 0; i < resp->head.ndescs; i++) {
         size_t nbytes = hvd__desc_bytes(&resp->descs[i]);
-        char *slot = hvd__dev.fusion + at;
+        char *slot = (in ? hvd__dev.fusion : hvd__dev.out) + at;
         at += nbytes;
         if (nbytes == 0) continue;
         if (!hs[i] && in)
@@ -321,38 +331,46 @@ out:
     return status;
 }
 
-/* The device fusion buffer grown to want bytes on every rank, or on none:
- * every rank grows it at the same response, so it is registered with ring
- * together (the node's ranks then reduce it where it lies:
- * ring_ctx_allreduce_registered), and a rank whose device is out of
+/* The device fusion buffer grown to want bytes, and the result's to
+ * total, on every rank or on none: every rank grows them at the same
+ * response, so the fusion buffer is registered with ring together (the
+ * node's ranks then read it where it lies:
+ * ring_ctx_allreduce_registered_to), and a rank whose device is out of
  * memory must not leave the others waiting for it there. On a failure
  * anywhere every rank fails the group (*shared = 1), naming the first
- * rank that could not, and holds no buffer: the ranks stay in step, and
- * the next group tries again. */
+ * rank that could not, and holds neither: the ranks stay in step, and
+ * the next group tries again. The result's buffer holds a group, not the
+ * threshold: groups are mostly far smaller. */
 static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
-                                int *shared)
+                                size_t total, int *shared)
 {
-    int status = ring_ctx_register(hvd__ctx, NULL, 0);
-    /* The last group's unpack may still read it (hvd__dev_finish). */
+    int regrow = hvd__dev.fusion_cap < want, status = HVD_OK;
+    if (regrow) status = ring_ctx_register(hvd__ctx, NULL, 0);
+    /* The last group's unpack may still read them (hvd__dev_finish). */
     if (status == HVD_OK) status = dev->stream_sync(hvd__dev.stream);
     if (status == HVD_OK)
         status = hvd__dev_grow(dev, &hvd__dev.fusion, &hvd__dev.fusion_cap,
                                want);
+    if (status == HVD_OK)
+        status = hvd__dev_grow(dev, &hvd__dev.out, &hvd__dev.out_cap, total);
     int32_t mine = status == HVD_OK ? INT32_MAX : hvd__engine.rank, first;
     int agreed = ring_ctx_allreduce(hvd__ctx, &mine, &first, 1, RING_INT32,
                                     RING_MIN);
     if (agreed != RING_OK) return agreed;
     if (first == INT32_MAX)
-        return ring_ctx_register(hvd__ctx, hvd__dev.fusion,
-                                 hvd__dev.fusion_cap);
+        return regrow ? ring_ctx_register(hvd__ctx, hvd__dev.fusion,
+                                          hvd__dev.fusion_cap)
+                      : HVD_OK;
+    if (!regrow) (void)ring_ctx_register(hvd__ctx, NULL, 0);
     dev->release(hvd__dev.fusion);
-    hvd__dev.fusion = NULL;
-    hvd__dev.fusion_cap = 0;
+    dev->release(hvd__dev.out);
+    hvd__dev.fusion = hvd__dev.out = NULL;
+    hvd__dev.fusion_cap = hvd__dev.out_cap = 0;
     *shared = 1;
     hvd__log(HVD__LOG_ERROR, "rank %d could not make the device fusion "
-             "buffer of %zu bytes (HVD_FUSION_THRESHOLD, or the group's "
-             "size when larger): this group fails on every rank", (int)first,
-             want);
+             "buffers of %zu and %zu bytes (HVD_FUSION_THRESHOLD, or the "
+             "group's size when larger; and the group's): this group fails "
+             "on every rank", (int)first, want, total);
     return status == HVD_OK ? HVD_ERR_NOMEM : status;
 }
 
@@ -382,10 +400,13 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
     if (!copies) return HVD_ERR_NOMEM;
     if ((status = hvd__dev_stream(dev)) != HVD_OK) goto out;
     size_t want = total > threshold ? total : threshold;
-    if (hvd__dev.fusion_cap < want)
-        HVD_CHECK_DEV(hvd__dev_fusion_grow(dev, want, shared));
+    if (hvd__dev.fusion_cap < want || hvd__dev.out_cap < total)
+        HVD_CHECK_DEV(hvd__dev_fusion_grow(dev, want, total, shared));
     double t0 = hvd__now();
-    status = hvd__await_callers(dev, hs, n, 1);
+    /* Once the last group's readers of the fusion buffer are through
+     * (every rank's, on the device). */
+    status = dev->stream_wait(hvd__dev.stream, hvd__dev.freed);
+    if (status == HVD_OK) status = hvd__await_callers(dev, hs, n, 1);
     if (status == HVD_OK) status = hvd__dev_pack(dev, resp, hs, copies, 1);
     /* ring reads the buffer from its own streams, which wait for this
      * (on the device, where they can): no wait here. */
@@ -395,18 +416,23 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
     double t1 = hvd__now();
     hvd__timeline_group(resp, hs, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
     size_t count = total / ring_dtype_size((ring_dtype_t)descs[0].dtype);
-    HVD_CHECK_DEV(ring_ctx_allreduce_registered(
+    HVD_CHECK_DEV(ring_ctx_allreduce_registered_to(
         hvd__ctx, count, (ring_dtype_t)descs[0].dtype,
-        (ring_op_t)descs[0].op, hvd__dev.packed, hvd__dev.reduced));
+        (ring_op_t)descs[0].op, hvd__dev.out, hvd__dev.packed,
+        hvd__dev.reduced, hvd__dev.freed));
     double t2 = hvd__now();
     hvd__timeline_group(resp, hs, hvd__phase(&descs[0], count), t1, t2);
-    /* The unpack, and the next group's pack, once ring is through with
-     * the buffer (within a node it returns with its work queued). */
+    /* The unpack once the result is in (within a node ring returns with
+     * its work queued). */
     HVD_CHECK_DEV(dev->stream_wait(hvd__dev.stream, hvd__dev.reduced));
     HVD_CHECK_DEV(hvd__dev_pack(dev, resp, hs, copies, 0));
     HVD_CHECK_DEV(hvd__dev_finish(dev, hs, n));
     hvd__timeline_group(resp, hs, "MEMCPY_OUT_FUSION_BUFFER", t2, hvd__now());
 out:
+    /* A failed group's copies, queued, may still read or write the
+     * callers' tensors: theirs again when their calls fail. */
+    if (status != HVD_OK && hvd__dev.stream)
+        (void)dev->stream_sync(hvd__dev.stream);
     free(copies);
     return status;
 }

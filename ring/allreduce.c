@@ -226,18 +226,34 @@ static int ring__allreduce_aware(const ring__coll_t *c, ring__ar_t algo,
     return status;
 }
 
-/* A registered call's done where the call itself is through (every way
- * but the node's device slabs, ring/ipc.c, which record it behind their
- * work): on the context's work stream, behind ready, which a rank alone
- * does not wait for. */
-static int ring__allreduce_done(const ring__coll_t *c)
+/* Whether c is a rank alone's registered call of device memory out of
+ * place, whose copy waits for ready on the device (ring__allreduce_done). */
+static int ring__alone_copies(const ring__coll_t *c, const void *sendbuf,
+                              const void *recvbuf)
+{
+    return c->size == 1 && c->dev && c->kind == RING__ALLREDUCE_REGISTERED &&
+           sendbuf != recvbuf && c->count > 0;
+}
+
+/* A registered call's done and freed where the call itself is through
+ * (every way but the node's device slabs, ring/ipc.c, which record them
+ * behind their work): on the context's work stream, behind ready, which
+ * a rank alone does not wait for on the host; behind its copy out of
+ * place, queued there. */
+static int ring__allreduce_done(const ring__coll_t *c, const void *sendbuf,
+                                void *recvbuf)
 {
     int status = RING_OK;
     ring_stream_t *work;
-    if (!c->done) return RING_OK;
+    int copy = ring__alone_copies(c, sendbuf, recvbuf);
+    if (!c->done && !c->freed && !copy) return RING_OK;
     RING_CHECK(ring__ctx_work(c->ctx, &work));
     if (c->ready) RING_CHECK(ring_dev()->stream_wait(work, c->ready));
-    RING_CHECK(ring_dev()->event_record(c->done, work));
+    if (copy)
+        RING_CHECK(c->dev->copy(recvbuf, sendbuf, c->count * c->esize, work));
+    if (c->done) RING_CHECK(ring_dev()->event_record(c->done, work));
+    if (c->freed) RING_CHECK(ring_dev()->event_record(c->freed, work));
+    if (copy && !c->done) RING_CHECK(ring_dev()->stream_sync(work));
 out:
     return status;
 }
@@ -255,9 +271,9 @@ static int ring__allreduce_device(const ring__coll_t *c, const void *sendbuf,
     if ((algo == RING__AR_SHM || algo == RING__AR_SHM_HIER) &&
         c->tuning->ipc)
         RING_CHECK(ring__ipc_of(c->ctx, c->dev, c->tuning, &ipc));
-    if (c->kind == RING__ALLREDUCE_REGISTERED &&
+    if (c->kind == RING__ALLREDUCE_REGISTERED && !c->host_out &&
         ring__ipc_registered(ipc, c->count * c->esize))
-        return ring__ipc_allreduce_registered(ipc, c);
+        return ring__ipc_allreduce_registered(ipc, c, recvbuf);
     int over_mpi = c->mem == &ring__mem_device &&
                    (algo == RING__AR_RING || algo == RING__AR_RDB ||
                     algo == RING__AR_RHD);
@@ -275,7 +291,7 @@ static int ring__allreduce_device(const ring__coll_t *c, const void *sendbuf,
                             .hooked = algo == RING__AR_RING};
         status = ring__staged(c, &s);
     }
-    if (status == RING_OK) status = ring__allreduce_done(c);
+    if (status == RING_OK) status = ring__allreduce_done(c, sendbuf, recvbuf);
 out:
     return status;
 }
@@ -289,7 +305,7 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
     size_t count = c.count;
     RING_CHECK(ring__begin(&c, sendbuf, recvbuf, local));
     if (count == 0) {
-        status = ring__allreduce_done(&c);
+        status = ring__allreduce_done(&c, sendbuf, recvbuf);
         goto out;
     }
     /* Host memory behind a device's event: the host reads it below. */
@@ -300,13 +316,14 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
     }
     if (c.size == 1) {
         /* AVERAGE over one rank divides by one: a copy, or nothing (a
-         * registered call, in place, need not wait for its ready). */
-        if (sendbuf != recvbuf)
+         * registered call, in place, need not wait for its ready; out of
+         * place, its copy waits on the device). */
+        if (sendbuf != recvbuf && !ring__alone_copies(&c, sendbuf, recvbuf))
             c.mem->copy(recvbuf, sendbuf, count * c.esize);
     } else {
         status = ring__allreduce_run(&c, sendbuf, recvbuf);
     }
-    if (status == RING_OK) status = ring__allreduce_done(&c);
+    if (status == RING_OK) status = ring__allreduce_done(&c, sendbuf, recvbuf);
 out:
     return ring__end(&c, status);
 }
@@ -384,30 +401,69 @@ out:
     return status;
 }
 
+/* Both registered calls: recvbuf NULL in place; local, the caller's own
+ * checks. */
+static int ring__allreduce_registered(ring_ctx_t *ctx, const char *func,
+                                      int local, size_t count,
+                                      ring_dtype_t dtype, ring_op_t op,
+                                      void *recvbuf, ring_event_t *ready,
+                                      ring_event_t *done, ring_event_t *freed)
+{
+    size_t esize = ring_dtype_size(dtype);
+    char *buf = ctx ? ctx->registered : NULL;
+    if (ctx && esize && count > ctx->registered_bytes / esize) {
+        ring__log("%s: %zu elements of %s do not fit the registered "
+                  "buffer's %zu bytes", func, count, ring_dtype_name(dtype),
+                  ctx->registered_bytes);
+        local = RING_ERR_ARG;
+    }
+    if ((ready || done || freed) && !ring_dev()) {
+        ring__log("%s: an event, but this process has no device", func);
+        local = RING_ERR_ARG;
+    }
+    if (freed && !done) {
+        ring__log("%s: freed without done", func);
+        local = RING_ERR_ARG;
+    }
+    /* Other ranks read the buffer while this one writes recvbuf. */
+    size_t nbytes = count * esize;
+    if (local == RING_OK && recvbuf && buf && nbytes > 0 &&
+        (char *)recvbuf < buf + nbytes && buf < (char *)recvbuf + nbytes) {
+        ring__log("%s: recvbuf overlaps the registered buffer's first %zu "
+                  "elements", func, count);
+        local = RING_ERR_ARG;
+    }
+    ring__coll_t c = ring__allreduce_call(ctx, func,
+                                          RING__ALLREDUCE_REGISTERED,
+                                          RING_ALGO_AUTO, count, dtype, op);
+    c.ready = ready;
+    c.done = done;
+    c.freed = freed;
+    return ring__allreduce(c, buf, recvbuf ? recvbuf : buf, local);
+}
+
 int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,
                                   ring_dtype_t dtype, ring_op_t op,
                                   ring_event_t *ready, ring_event_t *done)
 {
+    return ring__allreduce_registered(ctx, "ring_ctx_allreduce_registered",
+                                      RING_OK, count, dtype, op, NULL, ready,
+                                      done, NULL);
+}
+
+int ring_ctx_allreduce_registered_to(ring_ctx_t *ctx, size_t count,
+                                     ring_dtype_t dtype, ring_op_t op,
+                                     void *recvbuf, ring_event_t *ready,
+                                     ring_event_t *done, ring_event_t *freed)
+{
+    const char *func = "ring_ctx_allreduce_registered_to";
     int local = RING_OK;
-    size_t esize = ring_dtype_size(dtype);
-    if (ctx && esize && count > ctx->registered_bytes / esize) {
-        ring__log("ring_ctx_allreduce_registered: %zu elements of %s do not "
-                  "fit the registered buffer's %zu bytes", count,
-                  ring_dtype_name(dtype), ctx->registered_bytes);
+    if (!recvbuf && count > 0) {
+        ring__log("%s: recvbuf is NULL, count > 0", func);
         local = RING_ERR_ARG;
     }
-    void *buf = ctx ? ctx->registered : NULL;
-    ring__coll_t c = ring__allreduce_call(
-        ctx, "ring_ctx_allreduce_registered", RING__ALLREDUCE_REGISTERED,
-        RING_ALGO_AUTO, count, dtype, op);
-    if ((ready || done) && !ring_dev()) {
-        ring__log("ring_ctx_allreduce_registered: an event, but this "
-                  "process has no device");
-        local = RING_ERR_ARG;
-    }
-    c.ready = ready;
-    c.done = done;
-    return ring__allreduce(c, buf, buf, local);
+    return ring__allreduce_registered(ctx, func, local, count, dtype, op,
+                                      recvbuf, ready, done, freed);
 }
 
 int ring_ctx_give_up(ring_ctx_t *ctx, int status)

@@ -126,6 +126,13 @@ static const ring__setting_t ring__settings[] = {
      * costs two turns of every rank on the GPU (ipc.c), so big ones. */
     {"HVD_RING_IPC_BYTES", "64M", RING__SIZE_EXPECTS(64),
      offsetof(ring__tuning_t, ipc_bytes), ring__parse_size_64, 1},
+    /* A registered call out of place of up to this many bytes (any at 2
+     * ranks, 0: none) reduces in one step, each rank the whole from every
+     * rank's buffer: one wait for the others instead of three, for N
+     * times the reads (ipc.c). Ranks that differ wait for different
+     * counts. */
+    {"HVD_RING_IPC_ONESHOT", "256K", RING__SIZE_EXPECTS(0),
+     offsetof(ring__tuning_t, ipc_oneshot_bytes), ring__parse_size_0, 1},
     /* Within a node, device allreduces read each other's memory (ipc.c)
      * or stage; the two send different messages. */
     {"HVD_RING_IPC", "auto", "auto or off", offsetof(ring__tuning_t, ipc),

@@ -84,6 +84,27 @@
  * after these waits; and ring__ipc_register waits for the stream before
  * the buffers are closed.
  *
+ * A registered call out of place (ring_ctx_allreduce_registered_to: hvd's
+ * device groups) of up to HVD_RING_IPC_ONESHOT bytes, or of any size at
+ * two ranks, takes one step: each rank posts its buffer (its event
+ * behind the caller's ready), waits for every rank's posted, reduces all
+ * of it from every rank's buffer in rank order in one kernel, into the
+ * caller's recvbuf (bitwise the two steps' result, whose blocks are each
+ * reduced in the same order), and records done behind it; then its
+ * "gathered" event, published as released; then, after every other
+ * rank's gathered, freed. So the ranks wait for each other once a call
+ * instead of three times (on ranks sharing a GPU each such wait may be a
+ * turn of every process on it), and the caller's next write to its
+ * buffer waits for the others' reads, not its read of the result. Each
+ * rank reads N buffers where the two steps read about two: at two ranks
+ * no more, and the same from the other rank's memory. The events are
+ * safe to record again as in the two steps: a rank records posted and
+ * gathered again only in its next call, after its host saw every other
+ * rank's released of this one, published after that rank queued its
+ * waits for this call's events. Out of place in two steps (larger
+ * calls), done is recorded behind this rank's gather, freed where done
+ * would be in place.
+ *
  * Across nodes (hierarchical), rank r's block of a chunk is reduced over
  * the node, then allreduced with the ranks of index r on the other nodes
  * (a staged context over ctx->cross, after a sync: MPI reads the block
@@ -366,6 +387,18 @@ static int ring__ipc_wait(ring__ipc_t *ipc, int r, size_t which,
     return ring__ipc_check_failed(ipc);
 }
 
+/* A call that failed: the others told (they would wait for this rank's
+ * counters forever), and this rank's work queued so far through, so that
+ * the caller's buffers are the caller's when it returns (a wait queued
+ * for a rank that gave up waits for its last record, already through).
+ * Returns status. */
+static int ring__ipc_failed(ring__ipc_t *ipc, int status)
+{
+    ring__ipc_give_up(ipc);
+    (void)ipc->dev->stream_sync(ipc->stream);
+    return status;
+}
+
 /* One chunk: bufs[r] where rank r's data lies (its half of the slab, or
  * its registered buffer), src this rank's input to copy in (NULL: in its
  * buffer already), dst where the result goes, n elements, g its number
@@ -514,16 +547,56 @@ out:
 static int ring__ipc_end(ring__ipc_t *ipc, const ring__coll_t *c, int reg)
 {
     int status = RING_OK;
+    /* Out of place, the result is there now; the buffer is freed below. */
+    if (c->freed) RING_CHECK(ipc->dev->event_record(c->done, ipc->stream));
     for (int r = 0; reg && r < ipc->size; r++) {
         if (r == ipc->rank) continue;
         RING_CHECK(ring__ipc_wait(ipc, r, offsetof(ring__ctl_t, released),
                                   ipc->nchunks));
         RING_CHECK(ring__ipc_after(ipc, c, ipc->ev[RING__IPC_GATHERED][r]));
     }
-    RING_CHECK(c->done ? ipc->dev->event_record(c->done, ipc->stream)
-                       : ipc->dev->stream_sync(ipc->stream));
+    if (c->freed || c->done)
+        RING_CHECK(ipc->dev->event_record(c->freed ? c->freed : c->done,
+                                          ipc->stream));
+    else
+        RING_CHECK(ipc->dev->stream_sync(ipc->stream));
 out:
     return status;
+}
+
+/* One step (a registered call out of place, see the top): once every rank
+ * has posted its buffer, all of it reduced from every rank's, in rank
+ * order, in one kernel, into dst; then released (its "gathered" event
+ * recorded behind the kernel, the last read of the others' buffers), and
+ * ended as a two-step call is. */
+static int ring__ipc_oneshot(ring__ipc_t *ipc, const ring__coll_t *c,
+                             char *dst)
+{
+    int status = ring__ipc_check_failed(ipc), mine = ipc->rank;
+    const void *inputs[RING_DEV_MAX_INPUTS];
+    if (status != RING_OK) return status;
+    uint64_t g = ipc->nchunks++;
+    if (c->ready) RING_CHECK(ipc->dev->stream_wait(ipc->stream, c->ready));
+    RING_CHECK(ipc->dev->event_record(ipc->ev[RING__IPC_POSTED][mine],
+                                      ipc->stream));
+    ring__ctl_set(&ipc->ctl[mine]->posted, g + 1);
+    for (int r = 0; r < ipc->size; r++) {
+        inputs[r] = ipc->reg[r];
+        RING_CHECK(ring__ipc_wait(ipc, r, offsetof(ring__ctl_t, posted),
+                                  g + 1));
+        if (r != mine)
+            RING_CHECK(ring__ipc_after(ipc, c, ipc->ev[RING__IPC_POSTED][r]));
+    }
+    RING_CHECK(ipc->dev->reduce_n(dst, inputs, ipc->size, c->count, c->dtype,
+                                  c->op,
+                                  c->op == RING_AVERAGE ? ipc->size : 1,
+                                  ipc->stream));
+    RING_CHECK(ipc->dev->event_record(ipc->ev[RING__IPC_GATHERED][mine],
+                                      ipc->stream));
+    ring__ctl_set(&ipc->ctl[mine]->released, g + 1);
+    RING_CHECK(ring__ipc_end(ipc, c, 1));
+out:
+    return status == RING_OK ? status : ring__ipc_failed(ipc, status);
 }
 
 /* The call c in chunks of at most per_chunk elements (see the top):
@@ -556,13 +629,11 @@ static int ring__ipc_chunks(ring__ipc_t *ipc, const ring__coll_t *c,
         RING_CHECK(ring__ipc_end(ipc, c, !src));
     }
 out:
-    if (status != RING_OK) ring__ipc_give_up(ipc);
-    return status;
+    return status == RING_OK ? status : ring__ipc_failed(ipc, status);
 }
 
 void ring__ipc_give_up(ring__ipc_t *ipc)
 {
-    /* The others would wait for this rank's counters forever. */
     ring__ctl_set(&ipc->ctl[ipc->rank]->failed, ipc->saw_failed ? 2 : 1);
 }
 
@@ -611,8 +682,13 @@ int ring__ipc_registered(const ring__ipc_t *ipc, size_t nbytes)
     return ipc && ipc->reg && nbytes <= ipc->reg_bytes;
 }
 
-int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c)
+int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c,
+                                   void *dst)
 {
-    if (c->count == 0) return RING_OK;
-    return ring__ipc_chunks(ipc, c, NULL, ipc->reg[ipc->rank], c->count);
+    size_t nbytes = c->count * c->esize;
+    if (dst != ipc->reg[ipc->rank] && !ipc->across &&
+        (ipc->size == 2 || nbytes <= c->tuning->ipc_oneshot_bytes) &&
+        c->tuning->ipc_oneshot_bytes > 0)
+        return ring__ipc_oneshot(ipc, c, dst);
+    return ring__ipc_chunks(ipc, c, NULL, dst, c->count);
 }

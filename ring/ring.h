@@ -405,6 +405,25 @@ int ring_ctx_allreduce_registered(ring_ctx_t *ctx, size_t count,
                                   ring_dtype_t dtype, ring_op_t op,
                                   ring_event_t *ready, ring_event_t *done);
 
+/* ring_ctx_allreduce_registered out of place: the first count elements of
+ * every rank's registered buffer reduced into recvbuf, memory of the
+ * buffer's kind (this rank's own, outside the buffer's first count
+ * elements), and done recorded once the result is there. freed: NULL,
+ * and done also says the buffer is the caller's again (as in place); or
+ * an event that ring records once no rank reads this rank's buffer any
+ * more, which may come after done: the caller reads the result after
+ * done, and writes the buffer again after freed. The buffer's contents
+ * are ring's to change until then. freed needs done. Within a node a
+ * call of up to HVD_RING_IPC_ONESHOT bytes (any, at two ranks) reduces
+ * in one step: each rank all of it from every rank's buffer, after one
+ * wait for the others instead of three (ring/README.md). hvd's device
+ * groups take this call: the unpack waits for done, the next pack for
+ * freed. */
+int ring_ctx_allreduce_registered_to(ring_ctx_t *ctx, size_t count,
+                                     ring_dtype_t dtype, ring_op_t op,
+                                     void *recvbuf, ring_event_t *ready,
+                                     ring_event_t *done, ring_event_t *freed);
+
 /* For a rank that fails before its call to a device collective on ctx (a
  * failure of its own: its writes to the buffer, its wait for them), so
  * that the others do not wait for it forever: within a node, the ranks

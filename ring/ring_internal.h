@@ -77,6 +77,9 @@ int ring__check_mpi_up(const char *func);
  *   HVD_RING_IPC             auto | off: device allreduces within a node
  *                            through CUDA IPC where it works (ipc.c)
  *   HVD_CUDA_AWARE           auto | 0 | 1: MPI reads device memory (mem.c)
+ *   HVD_RING_IPC_ONESHOT     registered calls out of place up to this
+ *                            many bytes (any, at 2 ranks; 0: none)
+ *                            reduce in one step (ipc.c)
  *   HVD_RING_IPC_WAIT        device | host: how the IPC path waits for
  *                            another rank's work (ipc.c)
  * A bad value fails every collective with RING_ERR_ARG and a message that
@@ -90,6 +93,7 @@ typedef struct {
     int shm_stream; /* RING__STREAM_* */
     size_t staging_bytes;
     size_t ipc_bytes;
+    size_t ipc_oneshot_bytes;
     int ipc;        /* 0: off, 1: auto */
     int cuda_aware; /* -1: auto, 0, 1 */
     int ipc_host_wait; /* 0: device, 1: host */
@@ -249,9 +253,13 @@ typedef struct {
      * (ring_ctx_allreduce_registered); this rank's own. */
     ring_event_t *ready;
     /* A registered call's: NULL, or the caller's event that ring records
-     * once the buffer is the caller's again
-     * (ring_ctx_allreduce_registered). */
+     * once the result is in place, and (freed NULL) the buffer is the
+     * caller's again (ring_ctx_allreduce_registered). */
     ring_event_t *done;
+    /* A registered call out of place's: NULL, or the caller's event that
+     * ring records once the buffer is the caller's again
+     * (ring_ctx_allreduce_registered_to). */
+    ring_event_t *freed;
 } ring__coll_t;
 
 /* Opens a call: c comes with func, kind, ctx, count, dtype, op, root and
@@ -416,9 +424,11 @@ int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
 int ring__ipc_register(ring__ipc_t *ipc, void *buf, size_t nbytes);
 /* Whether ipc holds registered buffers of at least nbytes everywhere. */
 int ring__ipc_registered(const ring__ipc_t *ipc, size_t nbytes);
-/* The opened call c in place on the registered buffers, read where they
- * lie (ring__ipc_allreduce's result, without the copy in). */
-int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c);
+/* The opened call c on the registered buffers, read where they lie
+ * (ring__ipc_allreduce's result, without the copy in), into dst: this
+ * rank's buffer (in place), or device memory of its own. */
+int ring__ipc_allreduce_registered(ring__ipc_t *ipc, const ring__coll_t *c,
+                                   void *dst);
 /* This rank gives up (ring_ctx_give_up): its failed counter set. */
 void ring__ipc_give_up(ring__ipc_t *ipc);
 /* Collective: frees ipc (NULL: no-op). */

@@ -45,6 +45,7 @@ refused HVD_RING_SMALL_BYTES=2147483648 "$ring 0 to 1G"
 refused HVD_SHM_SEGMENT_BYTES=1 "$ring 64 to 1G"
 refused HVD_RING_STAGING_BYTES=32 "$ring 64 to 1G"
 refused HVD_RING_IPC_BYTES=2G "$ring 64 to 1G"
+refused HVD_RING_IPC_ONESHOT=1T "$ring 0 to 1G"
 refused HVD_RING_IPC=on ": expected auto or off"
 refused HVD_SHM_STREAM=yes ": expected auto, on or off"
 refused HVD_RING_IPC_WAIT=gpu ": expected device or host"
@@ -69,7 +70,7 @@ for name in HVD_FUSION_THRESHOLD HVD_CYCLE_TIME HVD_TIMELINE \
     HVD_INTRANODE HVD_HIERARCHICAL_ALLREDUCE HVD_SPIN_TIME HVD_ALLREDUCE_ALGO \
     HVD_RING_SEGMENT_BYTES HVD_RING_SMALL_BYTES HVD_SHM_SEGMENT_BYTES \
     HVD_SHM_STREAM HVD_RING_STAGING_BYTES HVD_RING_IPC_BYTES HVD_RING_IPC \
-    HVD_RING_IPC_WAIT; do
+    HVD_RING_IPC_ONESHOT HVD_RING_IPC_WAIT; do
     empty="$empty $name="
 done
 # shellcheck disable=SC2086 # one word per setting

@@ -415,22 +415,31 @@ static void test_registered(void)
  * lets the next round's input land under that gather, one before this
  * rank's own gather or, a rank alone, before ready, leaves the copy out
  * stale); within a node (the device slabs) and for a rank alone the
- * calls make the host wait for the device not once (emulated). */
-static void test_registered_done(void)
+ * calls make the host wait for the device not once (emulated).
+ * `to`: out of place (ring_ctx_allreduce_registered_to), into a buffer
+ * of its own, the next round's copy in after freed: count 3001 reduces
+ * in one step at any size (HVD_RING_IPC_ONESHOT), 70001 (280 KB) at two
+ * ranks only (delay:SEED: a step that did not wait for every rank's
+ * input, or a freed recorded before the others' reads, gives other
+ * bits). */
+static void test_registered_done(int to, size_t count)
 {
     enum { ROUNDS = 12 };
-    call_t k = {3001, RING_FLOAT32, RING_SUM, 0, 0}; /* 12 KB: the slabs */
+    call_t k = {count, RING_FLOAT32, RING_SUM, 0, 0}; /* the slabs */
     size_t nbytes = k.count * sizeof(float);
     char *reg = dev_alloc(nbytes), *in[ROUNDS], *want[ROUNDS], *got[ROUNDS];
+    char *res[ROUNDS];
     ring_stream_t *out;
-    ring_event_t *ready, *done, *read;
+    ring_event_t *ready, *done, *read, *freed = NULL;
     expect_ok(ring_ctx_register(ctx, reg, nbytes), "ring_ctx_register");
     expect_ok(dev->stream_create(&out), "stream_create");
     expect_ok(dev->event_create(&ready), "event_create");
     expect_ok(dev->event_create(&done), "event_create");
     expect_ok(dev->event_create(&read), "event_create");
-    snprintf(case_name, sizeof case_name, "allreduce_registered done n=%d",
-             size);
+    if (to) expect_ok(dev->event_create(&freed), "event_create");
+    snprintf(case_name, sizeof case_name,
+             "allreduce_registered%s done n=%d count=%zu", to ? "_to" : "",
+             size, count);
     for (int i = 0; i < ROUNDS; i++) {
         k.op = i % 3 ? RING_SUM : RING_AVERAGE;
         char *host = filled(k.count, k.dtype, k.op, rank + size * i);
@@ -441,19 +450,26 @@ static void test_registered_done(void)
                   "alloc_pinned");
         memcpy(in[i], host, nbytes);
         free(host);
+        res[i] = to ? dev_alloc(nbytes) : reg;
     }
     uint64_t waits = emulated ? ring__dev_emu_host_waits() : 0;
     for (int i = 0; i < ROUNDS; i++) {
-        if (i > 0) expect_ok(dev->stream_wait(stream, read), "stream_wait");
+        ring_op_t op = i % 3 ? RING_SUM : RING_AVERAGE;
+        /* Out of place, each round's result in a buffer of its own: the
+         * copy in waits for nothing but freed. */
+        if (i > 0)
+            expect_ok(dev->stream_wait(stream, to ? freed : read),
+                      "stream_wait");
         expect_ok(dev->copy(reg, in[i], nbytes, stream), "copy");
         expect_ok(dev->event_record(ready, stream), "event_record");
-        expect_ok(ring_ctx_allreduce_registered(ctx, k.count, k.dtype,
-                                                i % 3 ? RING_SUM
-                                                      : RING_AVERAGE,
-                                                ready, done),
+        expect_ok(to ? ring_ctx_allreduce_registered_to(ctx, k.count,
+                                                        k.dtype, op, res[i],
+                                                        ready, done, freed)
+                     : ring_ctx_allreduce_registered(ctx, k.count, k.dtype,
+                                                     op, ready, done),
                   "ring_ctx_allreduce_registered");
         expect_ok(dev->stream_wait(out, done), "stream_wait");
-        expect_ok(dev->copy(got[i], reg, nbytes, out), "copy");
+        expect_ok(dev->copy(got[i], res[i], nbytes, out), "copy");
         expect_ok(dev->event_record(read, out), "event_record");
     }
     waits = emulated ? ring__dev_emu_host_waits() - waits : 0;
@@ -469,12 +485,15 @@ static void test_registered_done(void)
                   "times", case_name, ROUNDS, (unsigned long long)waits);
     for (int i = 0; i < ROUNDS; i++) {
         snprintf(case_name, sizeof case_name,
-                 "allreduce_registered done n=%d round %d", size, i);
+                 "allreduce_registered%s done n=%d count=%zu round %d",
+                 to ? "_to" : "", size, count, i);
         expect_same(got[i], want[i], nbytes);
+        if (to) dev->release(res[i]);
         dev->release_pinned(in[i]);
         dev->release_pinned(got[i]);
         free(want[i]);
     }
+    if (to) dev->event_destroy(freed);
     dev->event_destroy(read);
     dev->event_destroy(done);
     dev->event_destroy(ready);
@@ -638,7 +657,9 @@ int main(int argc, char **argv)
     }
     test_all();
     test_registered();
-    test_registered_done();
+    test_registered_done(0, 3001); /* 12 KB */
+    test_registered_done(1, 3001);
+    test_registered_done(1, 70001);
     test_registered_host();
     test_refused();
     /* Every case above of 4 KiB or more went through the window. */
