@@ -57,9 +57,13 @@ done
 # The training program, one rank killed from outside after its first
 # progress line: the ranks are the processes running its binary (mpirun's
 # own command line names it too, so the binary is what tells them apart;
-# /proc, not pgrep, which a minimal system may lack).
+# /proc, not pgrep, which a minimal system may lack) with this launch's
+# tag in their environment (another test's training may run beside this
+# one under make -j: before, this could kill a rank of that one).
 if script_have_fmnist; then
     prog=${abs_top_builddir:-.}/examples/train_fmnist
+    HVD_FAULT_TAG=hvd_fault.$$
+    export HVD_FAULT_TAG
     fault_launch "train_fmnist np=2, a rank killed" 2 examples/train_fmnist \
         --data "$data" --epochs 5 --progress lines
     victim=
@@ -67,8 +71,11 @@ if script_have_fmnist; then
         if grep -q "^step" "$dir/out" 2> /dev/null; then
             target=$(readlink -f "$prog")
             for exe in /proc/[0-9]*/exe; do
+                pid=${exe%/exe}
                 test "$(readlink "$exe" 2> /dev/null)" = "$target" &&
-                    victim=${exe%/exe} && victim=${victim#/proc/}
+                    tr '\0' '\n' < "$pid/environ" 2> /dev/null |
+                    grep -qx "HVD_FAULT_TAG=$HVD_FAULT_TAG" &&
+                    victim=${pid#/proc/}
             done
             break
         fi

@@ -18,7 +18,10 @@
 #      each rank's host time a step by phase, the cnn at 1 rank batch 64
 #      and 512, the cnn and mlp at 2 ranks batch 64, and those 2-rank runs
 #      again with HVD_RING_IPC_WAIT=host (no stream of one process held
-#      on the GPU waiting for the other's event); and bench/model_perf
+#      on the GPU waiting for the other's event), and with
+#      HVD_RING_IPC_ONESHOT=0 (a fused group in two steps, three waits
+#      for the other process, as before f450583; the default since then
+#      is one step, one wait); and bench/model_perf
 #      --device cuda, the model's kernels alone, mlp and cnn at 64 and 512;
 #   3. compare_torch.sh --device cuda at batch 512, 1 rank, ours with
 #      cuDNN (the default, FMA math) against torch: the target is >= 1.0x
@@ -30,7 +33,8 @@
 #      missed it at 0.78x on 2026-11-27, when the engine still waited for
 #      the device once a fused group in ring's IPC call: since 049f679 it
 #      never waits there, the unpack waits for ring's done event on the
-#      device);
+#      device; since f450583 a group at 2 ranks waits for the other
+#      process once, not three times);
 #   5. the cnn as in 3 with HVD_CONV_TF32=1, cuDNN's convolutions in TF32
 #      as torch's are by default (it failed on the first try: 709000a
 #      falls back to FMA per direction);
@@ -143,6 +147,8 @@ if fits profile 50; then
     for model in mlp cnn; do
         echo "# $model at 2 ranks, batch 64, HVD_RING_IPC_WAIT=host"
         HVD_RING_IPC_WAIT=host profiled 2 $model
+        echo "# $model at 2 ranks, batch 64, HVD_RING_IPC_ONESHOT=0"
+        HVD_RING_IPC_ONESHOT=0 profiled 2 $model
     done | tee -a "$out/profile.txt"
     for model in mlp cnn; do
         for batch in 64 512; do
