@@ -117,17 +117,19 @@
  * (ring_ctx_give_up: hvd's pack of the fusion buffer), sets its "failed"
  * counter: the others' waits for its counters, which would never come,
  * end with RING_ERR_STATE, naming it, and every later call through the
- * window fails at once on every rank, as the counters no longer agree. That holds within the
- * node: the ranks of other nodes (hierarchical) meet it in MPI, where a
- * rank that gave up leaves them waiting as in any host call. On the
- * device nothing waits forever for it: a wait for an event it did not
- * record again is a wait for its last record, already through; unless
- * its context is broken and its queued work never ends, which the
- * others' streams cannot tell: they wait for it forever, and so does
- * their host at its next wait for them (as for a peer's broken context
- * under NCCL). A registered call with a done event returns before its
- * work is through, so such a rank sees its own failure only at its next
- * call or wait, not in this one.
+ * window fails at once on every rank, as the counters no longer agree.
+ * A failed call waits for its own stream before it returns, so that the
+ * caller's buffers are the caller's again. That holds within the node:
+ * the ranks of other nodes (hierarchical) meet it in MPI, where a rank
+ * that gave up leaves them waiting as in any host call. On the device
+ * nothing waits forever for it: a wait for an event it did not record
+ * again is a wait for its last record, already through; unless its
+ * context is broken and its queued work never ends, which the others'
+ * streams cannot tell: they wait for it forever, and so does their host
+ * at its next wait for them (as for a peer's broken context under NCCL).
+ * A registered call with a done event returns before its work is
+ * through, so such a rank sees its own failure only at its next call or
+ * wait, not in this one.
  */
 #include <stdlib.h>
 #include "ring/ctl.h"

@@ -682,6 +682,35 @@ static void test_ctx(ring_intranode_t intranode, const size_t *counts,
                       "ring_ctx_allreduce_registered");
         expect_status(ring_ctx_register(ctx, NULL, 0), "unregister");
     }
+    /* Out of place: recvbuf NULL, or over the registered buffer, is
+     * refused; elsewhere the sum lands there and the buffer is left. */
+    {
+        float in[4] = {1, 2, 3, 4}, sum[4] = {0};
+        int size;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        expect_status(ring_ctx_register(ctx, in, sizeof in),
+                      "ring_ctx_register");
+        TEST_SAYS(ring_ctx_allreduce_registered_to(ctx, 4, RING_FLOAT32,
+                                                   RING_SUM, NULL, NULL, NULL,
+                                                   NULL),
+                  RING_ERR_ARG, "ring_ctx_allreduce_registered_to: recvbuf "
+                                "is NULL, count > 0\n");
+        TEST_SAYS(ring_ctx_allreduce_registered_to(ctx, 2, RING_FLOAT32,
+                                                   RING_SUM, in + 1, NULL,
+                                                   NULL, NULL),
+                  RING_ERR_ARG, "ring_ctx_allreduce_registered_to: recvbuf "
+                                "overlaps the registered buffer's first 2 "
+                                "elements\n");
+        expect_status(ring_ctx_allreduce_registered_to(ctx, 4, RING_FLOAT32,
+                                                       RING_SUM, sum, NULL,
+                                                       NULL, NULL),
+                      "ring_ctx_allreduce_registered_to");
+        for (int i = 0; i < 4; i++) {
+            TEST_EQ(sum[i], (float)(size * (i + 1)));
+            TEST_EQ(in[i], (float)(i + 1));
+        }
+        expect_status(ring_ctx_register(ctx, NULL, 0), "unregister");
+    }
     /* Nothing to tell anyone without a device window: the status back. */
     TEST_SAYS(ring_ctx_give_up(ctx, RING_ERR_CUDA), RING_ERR_CUDA, NULL);
     TEST_SAYS(ring_ctx_give_up(NULL, RING_ERR_ARG), RING_ERR_ARG, NULL);
