@@ -49,7 +49,8 @@
 #      it, the device's time shows in --profile's loss read instead);
 #   9. synthetic_benchmark --device cuda, mlp and cnn at 1 rank;
 #  10. ours at 4 ranks sharing the GPU, mlp and cnn at batch 64 (measured
-#      on 2026-11-27);
+#      on 2026-11-27), and again with their groups in one step
+#      (HVD_RING_IPC_ONESHOT=64M; the default 256K takes two steps);
 #  11. nsys's kernel and API summaries of 200 cnn steps at 1 rank, batch
 #      64, when the node has nsys (the H200 of 2026-11-27 had none).
 #
@@ -200,10 +201,13 @@ if fits synthetic 20; then
             echo "no Total line"
     done | tee "$out/synthetic.txt"
 fi
-if fits np4 40; then
+if fits np4 60; then
     for model in mlp cnn; do
         printf '%s at 4 ranks: ' "$model"
         train 4 $model 2>&1 | done_line
+        # its group (0.9 and 1.8 MB) in one step too, past the default
+        printf '%s at 4 ranks, HVD_RING_IPC_ONESHOT=64M: ' "$model"
+        HVD_RING_IPC_ONESHOT=64M train 4 $model 2>&1 | done_line
     done | tee "$out/np4.txt"
 fi
 if ! command -v nsys > /dev/null; then
