@@ -386,8 +386,8 @@ static int hvd__before_ring(int status)
 
 /* Several device allreduces of one dtype and op through the device fusion
  * buffer (HVD_FUSION_THRESHOLD bytes, made on first use, kept until
- * shutdown): pack, reduce in place, unpack. *shared = 1 when it failed on
- * every rank alike. */
+ * shutdown): pack, reduce into the result's buffer, unpack from there.
+ * *shared = 1 when it failed on every rank alike. */
 static int hvd__run_fused_device(const hvd__response_t *resp,
                                  hvd_handle_t *hs, int *shared)
 {
