@@ -11,7 +11,9 @@
  * caller's framework may be using); events without timing (cheaper to
  * record and wait on).
  */
+#include <pthread.h>
 #include <string.h>
+#include <cuda.h> /* the driver's types, for cuMemGetAddressRange alone */
 #include <cuda_runtime_api.h>
 #include "ring/ring_internal.h"
 #include "ring/dev.h"
@@ -269,11 +271,56 @@ static int ring__cuda_convert(void *dst, ring_dtype_t dst_dtype,
 
 /* ---- within a node ---- */
 
+/* The driver's cuMemGetAddressRange, found through the runtime (a build
+ * links no libcuda, which a machine without a driver lacks); NULL where
+ * the driver has none. */
+typedef CUresult (*ring__range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
+static ring__range_fn ring__cuda_range;
+
+static void ring__cuda_find_range(void)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
+                                         cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+        (void)cudaGetLastError();
+        fn = NULL;
+    }
+    ring__cuda_range = (ring__range_fn)fn;
+}
+
+/* How far into its allocation p lies, into *offset (0 where that cannot
+ * be told). */
+static void ring__cuda_offset(void *p, size_t *offset)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    CUdeviceptr base = 0;
+    size_t nbytes = 0;
+    pthread_once(&once, ring__cuda_find_range);
+    *offset = 0;
+    if (ring__cuda_range &&
+        ring__cuda_range(&base, &nbytes, (CUdeviceptr)(uintptr_t)p) ==
+            CUDA_SUCCESS)
+        *offset = (size_t)((uintptr_t)p - (uintptr_t)base);
+}
+
 static int ring__cuda_ipc_export(void *p, ring_ipc_handle_t *h)
 {
     int status = RING_OK;
     cudaIpcMemHandle_t ch;
+    size_t offset;
     memset(h, 0, sizeof *h);
+    /* A handle opens the whole allocation, at its start: the others would
+     * read from there, not from p. */
+    ring__cuda_offset(p, &offset);
+    if (offset > 0) {
+        ring__log("ipc_export: %p is not the start of its allocation (%zu "
+                  "bytes in): CUDA IPC opens an allocation at its start",
+                  p, offset);
+        return RING_ERR_ARG;
+    }
     RING_CHECK_CUDA(cudaIpcGetMemHandle(&ch, p));
     memcpy(h->bytes, &ch, sizeof ch);
 out:

@@ -175,7 +175,8 @@ typedef struct {
                    ring_dtype_t src_dtype, size_t count, ring_stream_t *s);
 
     /* ---- within a node: one process's allocation opened by another ---- */
-    /* p must be the start of an allocation. */
+    /* p must be the start of an allocation (refused otherwise: a handle
+     * opens the allocation at its start). */
     int (*ipc_export)(void *p, ring_ipc_handle_t *h);
     int (*ipc_open)(const ring_ipc_handle_t *h, void **p);
     int (*ipc_close)(void *p);
@@ -378,8 +379,9 @@ int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,
  * (CUDA IPC), so that ring_ctx_allreduce_registered reduces them where
  * they lie, without copying them in first: hvd registers its device
  * fusion buffer. RING_OK also where nothing can be opened (host memory,
- * no shared window, a rank that cannot export): the calls then take
- * ring_ctx_allreduce's way. The buffer must outlive its registration;
+ * no shared window, a rank that cannot export, a buffer that is not the
+ * start of its allocation, logged: CUDA IPC opens an allocation at its
+ * start): the calls then take ring_ctx_allreduce's way. The buffer must outlive its registration;
  * once the next ring_ctx_register returns, no rank's call reads the
  * earlier one any more (a registered call with a done event may return
  * before its work is through: this waits for it). */

@@ -501,6 +501,36 @@ static void test_registered_done(int to, size_t count)
     dev->release(reg);
 }
 
+/* A registered device buffer that is not the start of its allocation:
+ * a handle opens an allocation at its start (CUDA IPC), so the others
+ * would read other bytes than this rank's buffer. The export is refused,
+ * saying so, and every rank reduces it the unregistered way, the host
+ * path's bits. (The emulated device always refused it; CUDA's export
+ * went through, its wrong bits wait for a GPU to be seen.) */
+static void test_registered_interior(void)
+{
+    const call_t k = {3001, RING_FLOAT32, RING_SUM, 0, 0};
+    size_t nbytes = k.count * sizeof(float), skip = 256;
+    char *alloc = dev_alloc(nbytes + skip), *reg = alloc + skip;
+    char *in = filled(k.count, k.dtype, k.op, rank), *want = malloc(nbytes);
+    char *got = malloc(nbytes);
+    name_case("allreduce_registered interior", &k, 1, 0);
+    expect_ok(run_allreduce(in, want, (void *)&k), "host call");
+    TEST_SAYS(ring_ctx_register(ctx, reg, nbytes), RING_OK,
+              ctx->ipc ? "is not the start of" : NULL);
+    dev_copy(reg, in, nbytes);
+    expect_ok(ring_ctx_allreduce_registered(ctx, k.count, k.dtype, k.op,
+                                            NULL, NULL),
+              "ring_ctx_allreduce_registered");
+    dev_copy(got, reg, nbytes);
+    expect_same(got, want, nbytes);
+    expect_ok(ring_ctx_register(ctx, NULL, 0), "unregister");
+    dev->release(alloc);
+    free(got);
+    free(want);
+    free(in);
+}
+
 /* A registered buffer of host memory, its input still on its way from
  * the device, queued behind other work with an event to wait for
  * (ready): the host path reads it only after the event. Registering it
@@ -661,6 +691,7 @@ int main(int argc, char **argv)
     test_registered_done(1, 3001);
     test_registered_done(1, 70001);
     test_registered_host();
+    test_registered_interior();
     test_refused();
     /* Every case above of 4 KiB or more went through the window. */
     const char *ipc = getenv("HVD_RING_IPC");
