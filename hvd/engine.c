@@ -528,9 +528,8 @@ static void *hvd__engine_main(void *arg)
     if (left_early) hvd__engine.peer_down = 1;
     pthread_mutex_unlock(&hvd__engine.mu);
     hvd__take_incoming(&loop, hvd__now()); /* counted and named below */
-    size_t waiting = 0;
-    for (size_t i = 0; i < loop.pending.len; i++)
-        waiting += loop.pending.items[i] != NULL;
+    hvd__pending_compact(&loop.pending);
+    size_t waiting = loop.pending.len;
     const char *first = hvd__first_name(&loop.pending);
     if (left_early || (status == HVD_OK && waiting > 0))
         hvd__log(HVD__LOG_ERROR, "another rank called hvd_shutdown while "

@@ -457,21 +457,28 @@ out:
     return status;
 }
 
+/* Released after k: this rank reads no other rank's buffer of k once the
+ * work queued so far is through (its "gathered" event recorded behind
+ * it). */
+static int ring__ipc_release(ring__ipc_t *ipc, const ring__ipc_chunk_t *k)
+{
+    int status = RING_OK, mine = ipc->rank;
+    RING_CHECK(ipc->dev->event_record(ipc->ev[RING__IPC_GATHERED][mine],
+                                      ipc->stream));
+    ring__ctl_set(&ipc->ctl[mine]->released, k->g + 1);
+out:
+    return status;
+}
+
 /* A turn between two chunks: done's gather (NULL: none before) and next's
  * copy in, posted (its event recorded behind it); or, after the last
- * chunk (next NULL), done's gather, released (its "gathered" event
- * recorded behind it): queued, not waited for. */
+ * chunk (next NULL), done's gather, released: queued, not waited for. */
 static int ring__ipc_turn(ring__ipc_t *ipc, const ring__ipc_chunk_t *done,
                           const ring__ipc_chunk_t *next)
 {
     int status = RING_OK, mine = ipc->rank;
     if (done) RING_CHECK(ring__ipc_gather(ipc, done));
-    if (!next) {
-        RING_CHECK(ipc->dev->event_record(ipc->ev[RING__IPC_GATHERED][mine],
-                                          ipc->stream));
-        ring__ctl_set(&ipc->ctl[mine]->released, done->g + 1);
-        goto out;
-    }
+    if (!next) return ring__ipc_release(ipc, done);
     if (next->src && next->n > 0)
         RING_CHECK(ipc->dev->copy(next->bufs[mine], next->src,
                                   next->n * next->c->esize, ipc->stream));
@@ -502,6 +509,27 @@ out:
     return status;
 }
 
+/* Once every rank has posted k: the host waits for each one's counter,
+ * this rank's stream for its event; inputs[r] is rank r's data of k from
+ * byte at. */
+static int ring__ipc_posted(ring__ipc_t *ipc, const ring__ipc_chunk_t *k,
+                            size_t at, const void **inputs)
+{
+    int status = RING_OK;
+    for (int r = 0; r < ipc->size; r++) {
+        inputs[r] = k->bufs[r] + at;
+        RING_CHECK(ring__ipc_wait(ipc, r, offsetof(ring__ctl_t, posted),
+                                  k->g + 1));
+        /* Even with no block read here: this wait is what orders the next
+         * copy into the half after r's reads of it (see the top). */
+        if (r != ipc->rank)
+            RING_CHECK(
+                ring__ipc_after(ipc, k->c, ipc->ev[RING__IPC_POSTED][r]));
+    }
+out:
+    return status;
+}
+
 /* This rank's block of k, once every rank has posted k (queued behind
  * their events): every rank's buffer in rank order, in one kernel, into
  * its own; then published as reduced (its event recorded behind it). */
@@ -513,16 +541,7 @@ static int ring__ipc_reduce(ring__ipc_t *ipc, const ring__ipc_chunk_t *k)
     size_t len, at = ring__ipc_block(ipc, k, ipc->rank, &len);
     int average = c->op == RING_AVERAGE;
     ring_op_t op = ipc->across && average ? RING_SUM : c->op;
-    for (int r = 0; r < ipc->size; r++) {
-        inputs[r] = k->bufs[r] + at;
-        RING_CHECK(ring__ipc_wait(ipc, r, offsetof(ring__ctl_t, posted),
-                                  k->g + 1));
-        /* Even with no block here: this wait is what orders the next
-         * copy into the half after r's reads of it (see the top). */
-        if (r != ipc->rank)
-            RING_CHECK(
-                ring__ipc_after(ipc, k->c, ipc->ev[RING__IPC_POSTED][r]));
-    }
+    RING_CHECK(ring__ipc_posted(ipc, k, at, inputs));
     if (len > 0)
         RING_CHECK(ipc->dev->reduce_n(k->bufs[ipc->rank] + at, inputs,
                                       ipc->size, len / c->esize, c->dtype,
@@ -574,28 +593,20 @@ out:
 static int ring__ipc_oneshot(ring__ipc_t *ipc, const ring__coll_t *c,
                              char *dst)
 {
-    int status = ring__ipc_check_failed(ipc), mine = ipc->rank;
+    int status = ring__ipc_check_failed(ipc);
     const void *inputs[RING_DEV_MAX_INPUTS];
     if (status != RING_OK) return status;
-    uint64_t g = ipc->nchunks++;
+    ring__ipc_chunk_t k = {.c = c, .dst = dst, .n = c->count,
+                           .g = ipc->nchunks++};
+    for (int r = 0; r < ipc->size; r++) k.bufs[r] = ipc->reg[r];
     if (c->ready) RING_CHECK(ipc->dev->stream_wait(ipc->stream, c->ready));
-    RING_CHECK(ipc->dev->event_record(ipc->ev[RING__IPC_POSTED][mine],
-                                      ipc->stream));
-    ring__ctl_set(&ipc->ctl[mine]->posted, g + 1);
-    for (int r = 0; r < ipc->size; r++) {
-        inputs[r] = ipc->reg[r];
-        RING_CHECK(ring__ipc_wait(ipc, r, offsetof(ring__ctl_t, posted),
-                                  g + 1));
-        if (r != mine)
-            RING_CHECK(ring__ipc_after(ipc, c, ipc->ev[RING__IPC_POSTED][r]));
-    }
+    RING_CHECK(ring__ipc_turn(ipc, NULL, &k)); /* posted, nothing to copy */
+    RING_CHECK(ring__ipc_posted(ipc, &k, 0, inputs));
     RING_CHECK(ipc->dev->reduce_n(dst, inputs, ipc->size, c->count, c->dtype,
                                   c->op,
                                   c->op == RING_AVERAGE ? ipc->size : 1,
                                   ipc->stream));
-    RING_CHECK(ipc->dev->event_record(ipc->ev[RING__IPC_GATHERED][mine],
-                                      ipc->stream));
-    ring__ctl_set(&ipc->ctl[mine]->released, g + 1);
+    RING_CHECK(ring__ipc_release(ipc, &k));
     RING_CHECK(ring__ipc_end(ipc, c, 1));
 out:
     return status == RING_OK ? status : ring__ipc_failed(ipc, status);
