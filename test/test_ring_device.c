@@ -569,7 +569,8 @@ static void test_registered_host(void)
 }
 
 /* Calls that take host memory only refuse device buffers with a
- * message, before any data moves; a good call works after them. */
+ * message, before any data moves, and a registered call out of place
+ * refuses freed without done; a good call works after them. */
 static void test_refused(void)
 {
     char *d = dev_alloc(64);
@@ -582,6 +583,20 @@ static void test_refused(void)
     TEST_EQ(ring_allreduce_hier(d, host, 16, RING_FLOAT32, RING_SUM,
                                 MPI_COMM_SELF, MPI_COMM_WORLD),
             RING_ERR_ARG);
+    /* freed says when the buffer is the caller's again, after the
+     * result: without done there is no result to be after. */
+    char *res = dev_alloc(64);
+    ring_event_t *freed;
+    expect_ok(dev->event_create(&freed), "event_create");
+    expect_ok(ring_ctx_register(ctx, d, 64), "ring_ctx_register");
+    TEST_SAYS(ring_ctx_allreduce_registered_to(ctx, 16, RING_FLOAT32,
+                                               RING_SUM, res, NULL, NULL,
+                                               freed),
+              RING_ERR_ARG, "ring_ctx_allreduce_registered_to: freed "
+                            "without done\n");
+    expect_ok(ring_ctx_register(ctx, NULL, 0), "unregister");
+    dev->event_destroy(freed);
+    dev->release(res);
     expect_ok(ring_ctx_allreduce(ctx, d, d, 16, RING_FLOAT32, RING_SUM),
               "ring_ctx_allreduce after refusals");
     dev->release(d);
