@@ -53,6 +53,11 @@ uint64_t ring__dev_emu_host_waits(void);
  * memory or an interprocess event it exported while another process
  * still had it open (each logged): undefined on CUDA, so tests want 0. */
 uint64_t ring__dev_emu_misuses(void);
+/* From now on every operation on this process's emulated streams first
+ * sleeps us microseconds more (0: no more): one rank made slower than its
+ * peers, so that a rank reusing memory a peer may still read, without
+ * waiting for the peer, overwrites it before the read. */
+void ring__dev_emu_lag(unsigned us);
 #if HVD_HAVE_CUDA
 extern const ring_dev_t ring__dev_cuda; /* ring/dev_cuda.c */
 #endif

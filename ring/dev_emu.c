@@ -19,6 +19,8 @@
  *            memory on a node without HMM), where copies take both.
  *   delay    each operation first sleeps 0..200 us, drawn per stream from
  *            the seed: work that races a missing wait loses.
+ *   lag      a test can make one process's operations slower still
+ *            (ring__dev_emu_lag), for the races between processes.
  *   guard    device memory is PROT_NONE except while an operation that
  *            uses it runs: host code touching a device pointer faults.
  *   waits    the host's waits for the device (stream_sync, event_sync)
@@ -119,6 +121,14 @@ static _Atomic uint64_t emu_host_waits;
 uint64_t ring__dev_emu_host_waits(void)
 {
     return atomic_load(&emu_host_waits);
+}
+
+/* Microseconds each operation of this process waits (ring__dev_emu_lag). */
+static _Atomic unsigned emu_lag_us;
+
+void ring__dev_emu_lag(unsigned us)
+{
+    atomic_store(&emu_lag_us, us);
 }
 
 /* What CUDA leaves undefined, seen (ring__dev_emu_misuses). */
@@ -416,11 +426,10 @@ static uint64_t emu_splitmix(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-static void emu_delay(ring_stream_t *s)
+static void emu_sleep_us(long us)
 {
-    long us = (long)(emu_splitmix(&s->rng) % (EMU_DELAY_MAX_US + 1));
-    struct timespec t = {0, us * 1000};
-    nanosleep(&t, NULL);
+    struct timespec t = {us / 1000000, us % 1000000 * 1000};
+    if (us > 0) nanosleep(&t, NULL);
 }
 
 static void *emu_worker(void *arg)
@@ -436,7 +445,10 @@ static void *emu_worker(void *arg)
         s->head = op->next;
         if (!s->head) s->tail = NULL;
         pthread_mutex_unlock(&emu.lock);
-        if (delay) emu_delay(s);
+        if (delay)
+            emu_sleep_us((long)(emu_splitmix(&s->rng) %
+                                (EMU_DELAY_MAX_US + 1)));
+        emu_sleep_us((long)atomic_load(&emu_lag_us));
         emu_hold(op);
         op->run(op);
         emu_unhold(op);
