@@ -225,12 +225,17 @@ static int hvd__bad(const char *func, const char *why)
 
 /* A buffer's memory kind; HVD_ERR_ARG when it is device memory of
  * another device than the rank's (ring's opening would refuse it too,
- * but later, on the engine's thread). */
+ * but later, on the engine's thread); HVD_ERR_CUDA when it is of no kind
+ * that can be told (ring_is_device_memory). */
 static int hvd__buffer_mem(const char *func, const void *p, int *mem)
 {
-    int device = -1;
+    int device = -1, kind = p ? ring_is_device_memory(p) : 0;
     *mem = HVD__MEM_HOST;
-    if (!p || !ring_is_device_memory(p)) return HVD_OK;
+    if (kind < 0)
+        hvd__log(HVD__LOG_ERROR, "%s: a buffer's memory kind cannot be "
+                 "told (CUDA's error above), and the host cannot read it",
+                 func);
+    if (kind <= 0) return kind;
     *mem = HVD__MEM_DEVICE;
     if (ring_dev()->owns(p, &device) && device != hvd__engine.device) {
         hvd__log(HVD__LOG_ERROR, "%s: a buffer is memory of device %d; this "

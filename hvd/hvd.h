@@ -91,7 +91,9 @@ int hvd_cross_rank(void), hvd_cross_size(void); /* index/number of nodes */
  * Buffers are host memory or device memory of the rank's device (the one
  * hvd_init selected: ring_dev()->device), both of one request of one kind
  * (else HVD_ERR_ARG); every rank must give a name's tensor in the same
- * kind (else HVD_ERR_MISMATCH on every rank). Device tensors, without a
+ * kind (else HVD_ERR_MISMATCH on every rank). Memory whose kind CUDA
+ * cannot tell (its context broken by an earlier error) and the host
+ * cannot read is refused with HVD_ERR_CUDA. Device tensors, without a
  * stream: the caller must have finished the work that writes the input
  * (e.g. synchronised its stream) before submitting, and must not touch
  * the buffers until the handle is done; hvd_wait returns once the result

@@ -110,6 +110,11 @@ static int hvd__dist_opt_kind(hvd_dist_opt_t *opt)
     for (size_t i = 0; i < opt->ntensors; i++) {
         if (!opt->counts[i]) continue;
         int device = ring_is_device_memory(opt->grads[i]);
+        if (device < 0) {
+            hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_create: grads[%zu]'s "
+                     "memory kind cannot be told (CUDA's error above)", i);
+            return device;
+        }
         if (first == opt->ntensors) {
             first = i;
             opt->dev = device ? ring_dev() : NULL;
@@ -211,9 +216,10 @@ int hvd_dist_opt_create(hvd_dist_opt_t **optp, hvd_optimizer_t inner,
         opt->counts[i] = counts[i];
         opt->total += counts[i];
     }
-    if (hvd__dist_opt_kind(opt) != HVD_OK) {
+    int status = hvd__dist_opt_kind(opt);
+    if (status != HVD_OK) {
         hvd_dist_opt_free(optp);
-        return HVD_ERR_ARG;
+        return status;
     }
     if (o->fp16_compression && hvd__dist_opt_halves(opt) != HVD_OK)
         goto nomem;

@@ -393,7 +393,7 @@ int ring_ctx_register(ring_ctx_t *ctx, void *buf, size_t nbytes)
      * nothing there (as a rank that cannot export), without a failed
      * export logged on every rank. */
     void *shared =
-        ring_is_device_memory(ctx->registered) ? ctx->registered : NULL;
+        ring_is_device_memory(ctx->registered) > 0 ? ctx->registered : NULL;
     if (ipc)
         RING_CHECK(ring__ipc_register(ipc, shared,
                                       shared ? ctx->registered_bytes : 0));
@@ -545,7 +545,7 @@ static int ring__pieces_check(const ring_piece_t *pieces, size_t n,
     }
     if (!why) return RING_OK;
     ring__log("ring_ctx_allreduce_pieces: %s", why);
-    return RING_ERR_ARG;
+    return why == ring__kind_unknown ? RING_ERR_CUDA : RING_ERR_ARG;
 }
 
 int ring_ctx_allreduce_pieces(ring_ctx_t *ctx, const ring_piece_t *pieces,

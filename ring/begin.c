@@ -14,9 +14,10 @@ static const char *ring__device_of(ring__coll_t *c, const void *p,
 {
     static __thread char why[160];
     const ring_dev_t *dev = ring_dev();
-    int device, mine;
+    int device, mine, kind = ring__memory_kind(p, &device);
     *is_dev = 0;
-    if (!dev || !dev->owns(p, &device)) return NULL;
+    if (kind < 0) return ring__kind_unknown;
+    if (kind == 0) return NULL;
     if (dev->device(&mine) != RING_OK) return "cannot tell this rank's device";
     if (device != mine) {
         snprintf(why, sizeof why, "a buffer is memory of %s device %d, but "
@@ -72,7 +73,7 @@ static int ring__check_call(ring__coll_t *c, const void *sendbuf,
     if (why) {
         ring__log("%s: %s (count=%zu dtype=%d op=%d)", c->func, why,
                   c->count, (int)c->dtype, (int)c->op);
-        return RING_ERR_ARG;
+        return why == ring__kind_unknown ? RING_ERR_CUDA : RING_ERR_ARG;
     }
     if ((unsigned)c->algo >= RING_ALGO_COUNT) {
         ring__log("%s: unknown algorithm %d", c->func, (int)c->algo);

@@ -58,6 +58,9 @@ uint64_t ring__dev_emu_misuses(void);
  * peers, so that a rank reusing memory a peer may still read, without
  * waiting for the peer, overwrites it before the read. */
 void ring__dev_emu_lag(unsigned us);
+/* While on, owns fails (RING_ERR_CUDA, logged), every pointer alike, as
+ * cudaPointerGetAttributes does once a CUDA context is broken. */
+void ring__dev_emu_owns_fails(int on);
 #if HVD_HAVE_CUDA
 extern const ring_dev_t ring__dev_cuda; /* ring/dev_cuda.c */
 #endif

@@ -92,9 +92,15 @@ static int ring__cuda_owns(const void *p, int *device)
 {
     struct cudaPointerAttributes attr;
     if (!p) return 0;
-    if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-        (void)cudaGetLastError(); /* plain host memory on old runtimes */
+    cudaError_t err = cudaPointerGetAttributes(&attr, p);
+    if (err == cudaErrorInvalidValue) { /* host memory, to runtimes < 11 */
+        (void)cudaGetLastError();
         return 0;
+    }
+    if (err != cudaSuccess) { /* a broken context's error, say */
+        ring__log_cuda_error(err, "cudaPointerGetAttributes", __FILE__,
+                             __LINE__);
+        return RING_ERR_CUDA;
     }
     if (attr.type != cudaMemoryTypeDevice) return 0;
     if (device) *device = attr.device;

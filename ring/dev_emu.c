@@ -21,6 +21,8 @@
  *            the seed: work that races a missing wait loses.
  *   lag      a test can make one process's operations slower still
  *            (ring__dev_emu_lag), for the races between processes.
+ *   broken   a test can make owns fail (ring__dev_emu_owns_fails), as a
+ *            CUDA context broken by an earlier error answers queries.
  *   guard    device memory is PROT_NONE except while an operation that
  *            uses it runs: host code touching a device pointer faults.
  *   waits    the host's waits for the device (stream_sync, event_sync)
@@ -129,6 +131,14 @@ static _Atomic unsigned emu_lag_us;
 void ring__dev_emu_lag(unsigned us)
 {
     atomic_store(&emu_lag_us, us);
+}
+
+/* Whether owns fails (ring__dev_emu_owns_fails). */
+static _Atomic int emu_owns_fails;
+
+void ring__dev_emu_owns_fails(int on)
+{
+    atomic_store(&emu_owns_fails, on);
 }
 
 /* What CUDA leaves undefined, seen (ring__dev_emu_misuses). */
@@ -298,6 +308,11 @@ static int emu_release_pinned(void *p)
 
 static int emu_owns(const void *p, int *device)
 {
+    if (atomic_load(&emu_owns_fails)) {
+        ring__log("owns: the emulated device cannot tell (a test's "
+                  "ring__dev_emu_owns_fails, as a broken CUDA context)");
+        return RING_ERR_CUDA;
+    }
     pthread_mutex_lock(&emu.lock);
     int found = emu_find(p) != NULL;
     pthread_mutex_unlock(&emu.lock);
@@ -445,10 +460,9 @@ static void *emu_worker(void *arg)
         s->head = op->next;
         if (!s->head) s->tail = NULL;
         pthread_mutex_unlock(&emu.lock);
-        if (delay)
-            emu_sleep_us((long)(emu_splitmix(&s->rng) %
-                                (EMU_DELAY_MAX_US + 1)));
-        emu_sleep_us((long)atomic_load(&emu_lag_us));
+        uint64_t draw = delay ? emu_splitmix(&s->rng) : 0;
+        emu_sleep_us((long)(draw % (EMU_DELAY_MAX_US + 1)) +
+                     (long)atomic_load(&emu_lag_us));
         emu_hold(op);
         op->run(op);
         emu_unhold(op);

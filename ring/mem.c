@@ -89,13 +89,14 @@ const ring__mem_ops_t ring__mem_host = {
 
 const ring__mem_ops_t *ring__mem_of(const void *p, const char **why)
 {
-    if (ring_is_device_memory(p)) {
+    int device, kind = ring__memory_kind(p, &device);
+    if (kind > 0)
         *why = "a buffer is device memory, which this call does not take "
                "(ring_ctx_allreduce, broadcast, allgather and "
                "reduce_scatter do)";
-        return NULL;
-    }
-    return &ring__mem_host;
+    else if (kind < 0)
+        *why = ring__kind_unknown;
+    return kind == 0 ? &ring__mem_host : NULL;
 }
 
 /* ---- device memory, operations waited for ---- */

@@ -86,7 +86,10 @@ const char *ring_op_name(ring_op_t op);
 /* 1 when p is device memory of ring_dev() (CUDA with a GPU visible, or
  * the emulated device), else 0. ring_ctx_allreduce, broadcast, allgather
  * and reduce_scatter (and their MPI_Comm twins) take device buffers; the
- * other calls refuse them (RING_ERR_ARG, with a message). */
+ * other calls refuse them (RING_ERR_ARG, with a message). When the device
+ * cannot tell (its CUDA context broken by an earlier error), memory the
+ * host can read is host memory, and other memory is RING_ERR_CUDA, logged:
+ * every call given it fails so, where host code would fault on it. */
 int ring_is_device_memory(const void *p);
 
 /* ---- the device: one table for CUDA and its emulation (ring/dev.c) ---- */
@@ -127,7 +130,9 @@ typedef struct {
     int (*release_pinned)(void *p);
     /* 1 when p points into device memory this implementation knows
      * (allocated here, or opened from another process), with *device its
-     * ordinal; else 0 (host, pinned or managed memory). */
+     * ordinal; else 0 (host, pinned or managed memory); RING_ERR_CUDA
+     * (logged) when the device cannot tell: a CUDA context broken by an
+     * earlier error answers every query with that error. */
     int (*owns)(const void *p, int *device);
     /* The device this thread uses, and selecting it (cudaSetDevice). */
     int (*device)(int *device);

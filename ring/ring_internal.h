@@ -156,9 +156,14 @@ int ring__ctx_work(ring_ctx_t *ctx, ring_stream_t **work);
  * default) what Open MPI's MPIX_Query_cuda_support says, for CUDA only. */
 int ring__cuda_aware(const ring_dev_t *dev);
 
-/* The kind of a buffer, or NULL with *why set when the collectives cannot
- * take it (CUDA device memory, until the device path lands). */
+/* The kind of a buffer, or NULL with *why set when a call that takes
+ * host memory only cannot take it (device memory, or memory of no kind
+ * that can be told). */
 const ring__mem_ops_t *ring__mem_of(const void *p, const char **why);
+/* ring_is_device_memory(p), with *device its ordinal when it is 1. */
+int ring__memory_kind(const void *p, int *device);
+/* Why a call fails on memory of RING_ERR_CUDA's kind. */
+extern const char ring__kind_unknown[];
 
 /* ---- contexts (ring/ctx.c) ---- */
 typedef struct ring__stage ring__stage_t;

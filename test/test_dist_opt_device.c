@@ -189,6 +189,17 @@ static void test_misuse(void)
     TEST_SAYS(hvd_dist_opt_create(&opt, sharded, 2, nm, dev_only, halves,
                                   &shard),
               HVD_ERR_ARG, "shard_params with device gradients");
+    /* Gradients of no kind that can be told (a broken CUDA context, and
+     * memory the host cannot read): refused, not taken for host memory. */
+    const char *mode = getenv("HVD_DEVICE_EMULATE");
+    if (emulated && mode && strcmp(mode, "guard") == 0) {
+        ring__dev_emu_owns_fails(1);
+        TEST_SAYS(hvd_dist_opt_create(&opt, inner, 2, nm, dev_only, halves,
+                                      NULL),
+                  HVD_ERR_CUDA, "grads[0]'s memory kind cannot be told");
+        TEST_TRUE(opt == NULL);
+        ring__dev_emu_owns_fails(0);
+    }
     dev->release(d);
 }
 

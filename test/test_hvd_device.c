@@ -418,6 +418,22 @@ static void test_bad_input(void)
     TEST_SAYS(hvd_wait_stream(h, stream), HVD_ERR_ARG,
               "not from a stream variant");
     TEST_EQ(hvd_wait(h), HVD_OK); /* still the caller's to wait */
+    /* A device that cannot tell what memory is (a CUDA context broken by
+     * an earlier error): memory the host cannot read (guard mode's) is
+     * refused at once, where the host path would fault on it; host
+     * tensors still reduce. */
+    const char *mode = getenv("HVD_DEVICE_EMULATE");
+    if (dev == &ring__dev_emulated && mode && strcmp(mode, "guard") == 0) {
+        ring__dev_emu_owns_fails(1);
+        TEST_SAYS(hvd_allreduce(d, d, N, HVD_FLOAT32, HVD_SUM, "bad.kind"),
+                  HVD_ERR_CUDA, "memory kind cannot be told");
+        host[0] = 1;
+        TEST_EQ(hvd_allreduce(host, host, N, HVD_FLOAT32, HVD_SUM,
+                              "bad.kind.host"),
+                HVD_OK);
+        TEST_TRUE(host[0] == (float)size);
+        ring__dev_emu_owns_fails(0);
+    }
     device_allreduce_works("bad.after");
     dev->release(d);
 }

@@ -574,6 +574,40 @@ static void test_registered_host(void)
     free(in);
 }
 
+/* A device that cannot tell what memory is (a CUDA context broken by an
+ * earlier error; here the emulated device's owns made to fail): host
+ * buffers still reduce on the host; device memory the host cannot read
+ * (guard mode) is refused on every rank, RING_ERR_CUDA with a message,
+ * where the host path would fault on it. */
+static void test_owns_fails(void)
+{
+    const call_t k = {1000, RING_FLOAT32, RING_SUM, 0, 0};
+    size_t nbytes = k.count * sizeof(float);
+    const char *mode = getenv("HVD_DEVICE_EMULATE");
+    int guard = mode && strcmp(mode, "guard") == 0;
+    char *in = filled(k.count, k.dtype, k.op, rank), *want = malloc(nbytes);
+    char *got = malloc(nbytes), *d = dev_alloc(nbytes);
+    name_case("owns fails", &k, 0, 0);
+    expect_ok(run_allreduce(in, want, (void *)&k), "host call");
+    dev_copy(d, in, nbytes);
+    ring__dev_emu_owns_fails(1);
+    TEST_EQ(ring_is_device_memory(in), 0);
+    TEST_EQ(ring_is_device_memory(d), guard ? RING_ERR_CUDA : 0);
+    expect_ok(run_allreduce(in, got, (void *)&k), "host buffers");
+    expect_same(got, want, nbytes);
+    if (guard)
+        TEST_SAYS(ring_ctx_allreduce(ctx, d, d, k.count, k.dtype, k.op),
+                  RING_ERR_CUDA, "and the host cannot read it");
+    ring__dev_emu_owns_fails(0);
+    expect_ok(run_allreduce(d, d, (void *)&k), "device buffer after");
+    dev_copy(got, d, nbytes);
+    expect_same(got, want, nbytes);
+    dev->release(d);
+    free(got);
+    free(want);
+    free(in);
+}
+
 /* Calls that take host memory only refuse device buffers with a
  * message, before any data moves, and a registered call out of place
  * refuses freed without done; a good call works after them. */
@@ -714,6 +748,7 @@ int main(int argc, char **argv)
     test_registered_host();
     test_registered_interior();
     test_refused();
+    if (emulated) test_owns_fails();
     /* Every case above of 4 KiB or more went through the window. */
     const char *ipc = getenv("HVD_RING_IPC");
     int want_ipc = size > 1 && ctx->shm && !(ipc && strcmp(ipc, "off") == 0);
