@@ -331,21 +331,36 @@ out:
     return status;
 }
 
-/* The device fusion buffer grown to want bytes, and the result's to
- * total, on every rank or on none: every rank grows them at the same
- * response, so the fusion buffer is registered with ring together (the
- * node's ranks then read it where it lies:
- * ring_ctx_allreduce_registered_to), and a rank whose device is out of
- * memory must not leave the others waiting for it there. On a failure
- * anywhere every rank fails the group (*shared = 1), naming the first
- * rank that could not, and holds neither: the ranks stay in step, and
- * the next group tries again. The result's buffer holds a group, not the
- * threshold: groups are mostly far smaller. */
-static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
-                                size_t total, int *shared)
+/* Collective: *first, the lowest rank whose status is a failure, or
+ * INT32_MAX when none is. */
+static int hvd__first_failed(int status, int *first)
 {
-    int regrow = hvd__dev.fusion_cap < want, status = HVD_OK;
-    if (regrow) status = ring_ctx_register(hvd__ctx, NULL, 0);
+    int32_t mine = status == HVD_OK ? INT32_MAX : hvd__engine.rank, low;
+    int agreed = ring_ctx_allreduce(hvd__ctx, &mine, &low, 1, RING_INT32,
+                                    RING_MIN);
+    *first = (int)low;
+    return agreed;
+}
+
+/* The device fusion buffer grown to want bytes, and the result's to
+ * total, on every rank or on none (status: this rank's failure so far,
+ * which fails it too): every rank grows them at the same response, so
+ * the fusion buffer is registered with ring together (the node's ranks
+ * then read it where it lies: ring_ctx_allreduce_registered_to), and a
+ * rank whose device is out of memory must not leave the others waiting
+ * for it there. On a failure anywhere every rank fails the group
+ * (*shared = 1), naming the first rank that could not, and holds
+ * neither: the ranks stay in step, and the next group tries again. The
+ * result's buffer holds a group, not the threshold: groups are mostly
+ * far smaller. */
+static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
+                                size_t total, int status, int *shared)
+{
+    int regrow = hvd__dev.fusion_cap < want, first;
+    if (regrow) {
+        int unregistered = ring_ctx_register(hvd__ctx, NULL, 0);
+        if (status == HVD_OK) status = unregistered;
+    }
     /* The last group's unpack may still read them (hvd__dev_finish). */
     if (status == HVD_OK) status = dev->stream_sync(hvd__dev.stream);
     if (status == HVD_OK)
@@ -353,9 +368,7 @@ static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
                                want);
     if (status == HVD_OK)
         status = hvd__dev_grow(dev, &hvd__dev.out, &hvd__dev.out_cap, total);
-    int32_t mine = status == HVD_OK ? INT32_MAX : hvd__engine.rank, first;
-    int agreed = ring_ctx_allreduce(hvd__ctx, &mine, &first, 1, RING_INT32,
-                                    RING_MIN);
+    int agreed = hvd__first_failed(status, &first);
     if (agreed != RING_OK) return agreed;
     if (first == INT32_MAX)
         return regrow ? ring_ctx_register(hvd__ctx, hvd__dev.fusion,
@@ -370,18 +383,31 @@ static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
     hvd__log(HVD__LOG_ERROR, "rank %d could not make the device fusion "
              "buffers of %zu and %zu bytes (HVD_FUSION_THRESHOLD, or the "
              "group's size when larger; and the group's): this group fails "
-             "on every rank", (int)first, want, total);
+             "on every rank", first, want, total);
     return status == HVD_OK ? HVD_ERR_NOMEM : status;
 }
 
 /* status, of this rank's work before its call to ring on device tensors
- * (its callers' work, its copies): a failure of its own, which ring tells
- * the node's other ranks, who would wait for it there (ring_ctx_give_up;
- * from then on the device collectives within the node fail on every
- * rank). */
-static int hvd__before_ring(int status)
+ * (its stream, its callers' work, its copies): a failure of its own, of
+ * which the others, who would wait for it in ring, must hear. Where ring
+ * tells them (reaches: the group goes through the node's device window,
+ * ring_ctx_give_up_reaches), it does so (ring_ctx_give_up; from then on
+ * the device collectives within the node fail on every rank). Elsewhere
+ * (over MPI: a small group, ranks on several nodes, a tensor alone) the
+ * ranks agree on it first: on a failure anywhere every rank fails the
+ * group (*shared = 1), naming the first rank that failed, and goes on. */
+static int hvd__before_ring(int status, int reaches, int *shared)
 {
-    return status == HVD_OK ? HVD_OK : ring_ctx_give_up(hvd__ctx, status);
+    if (reaches)
+        return status == HVD_OK ? HVD_OK : ring_ctx_give_up(hvd__ctx, status);
+    int first, agreed = hvd__first_failed(status, &first);
+    if (agreed != HVD_OK || first == INT32_MAX) return agreed;
+    *shared = 1;
+    if (status != HVD_OK) return status; /* its own message said why */
+    hvd__log(HVD__LOG_ERROR, "rank %d failed before its part of this "
+             "group (its message says why): the group fails on every rank",
+             first);
+    return HVD_ERR_STATE;
 }
 
 /* Several device allreduces of one dtype and op through the device fusion
@@ -397,22 +423,23 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
     size_t total = 0, threshold = hvd__engine.config.fusion_threshold;
     for (int i = 0; i < n; i++) total += hvd__desc_bytes(&descs[i]);
     ring_copy_t *copies = malloc((size_t)n * sizeof *copies + 1);
-    if (!copies) return HVD_ERR_NOMEM;
-    if ((status = hvd__dev_stream(dev)) != HVD_OK) goto out;
+    status = copies ? hvd__dev_stream(dev) : HVD_ERR_NOMEM;
     size_t want = total > threshold ? total : threshold;
     if (hvd__dev.fusion_cap < want || hvd__dev.out_cap < total)
-        HVD_CHECK_DEV(hvd__dev_fusion_grow(dev, want, total, shared));
+        HVD_CHECK_DEV(hvd__dev_fusion_grow(dev, want, total, status, shared));
     double t0 = hvd__now();
     /* Once the last group's readers of the fusion buffer are through
      * (every rank's, on the device). */
-    status = dev->stream_wait(hvd__dev.stream, hvd__dev.freed);
+    if (status == HVD_OK)
+        status = dev->stream_wait(hvd__dev.stream, hvd__dev.freed);
     if (status == HVD_OK) status = hvd__await_callers(dev, hs, n, 1);
     if (status == HVD_OK) status = hvd__dev_pack(dev, resp, hs, copies, 1);
     /* ring reads the buffer from its own streams, which wait for this
      * (on the device, where they can): no wait here. */
     if (status == HVD_OK)
         status = dev->event_record(hvd__dev.packed, hvd__dev.stream);
-    HVD_CHECK_DEV(hvd__before_ring(status));
+    HVD_CHECK_DEV(hvd__before_ring(
+        status, ring_ctx_give_up_reaches(hvd__ctx, total), shared));
     double t1 = hvd__now();
     hvd__timeline_group(resp, hs, "MEMCPY_IN_FUSION_BUFFER", t0, t1);
     size_t count = total / ring_dtype_size((ring_dtype_t)descs[0].dtype);
@@ -437,13 +464,15 @@ out:
     return status;
 }
 
-/* One device tensor: after its caller's stream, straight to ring. */
-static int hvd__run_one_device(const hvd__desc_t *d, hvd_handle_t h)
+/* One device tensor: after its caller's stream, straight to ring.
+ * *shared = 1 when it failed on every rank alike. */
+static int hvd__run_one_device(const hvd__desc_t *d, hvd_handle_t h,
+                               int *shared)
 {
     const ring_dev_t *dev = ring_dev();
     int status = hvd__dev_stream(dev);
-    if (status != HVD_OK) return status;
-    HVD_CHECK_DEV(hvd__before_ring(hvd__await_callers(dev, &h, 1, 0)));
+    if (status == HVD_OK) status = hvd__await_callers(dev, &h, 1, 0);
+    HVD_CHECK_DEV(hvd__before_ring(status, 0, shared));
     HVD_CHECK_DEV(hvd__run_one(d, h));
     HVD_CHECK_DEV(hvd__dev_finish(dev, &h, 1));
 out:
@@ -483,7 +512,7 @@ int hvd__execute(const hvd__response_t *resp, hvd_handle_t *hs,
                      : hvd__run_fused(resp, hs);
     } else if (n == 1) {
         status = resp->descs[0].mem == HVD__MEM_DEVICE
-                     ? hvd__run_one_device(&resp->descs[0], hs[0])
+                     ? hvd__run_one_device(&resp->descs[0], hs[0], &shared)
                      : hvd__run_one(&resp->descs[0], hs[0]);
         if (hs[0])
             hvd__timeline_event(resp->descs[0].name,

@@ -472,6 +472,23 @@ int ring_ctx_give_up(ring_ctx_t *ctx, int status)
     return status;
 }
 
+int ring_ctx_give_up_reaches(ring_ctx_t *ctx, size_t nbytes)
+{
+    ring__coll_t c = ring__allreduce_call(ctx, "ring_ctx_give_up_reaches",
+                                          RING__ALLREDUCE_REGISTERED,
+                                          RING_ALGO_AUTO, nbytes,
+                                          RING_UINT8, RING_SUM);
+    if (!ctx || ring__tuning(&c.tuning) != RING_OK ||
+        MPI_Comm_size(ctx->comm, &c.size) != MPI_SUCCESS)
+        return 0;
+    c.esize = 1;
+    /* ring__allreduce_device's choice, for a registered call whose
+     * result is device memory: the window, without ranks across. */
+    return c.size == 1 ||
+           (ring__allreduce_decide(&c) == RING__AR_SHM && c.tuning->ipc &&
+            ring__ipc_registered(ctx->ipc, nbytes));
+}
+
 int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,
                              void *recvbuf, size_t count, ring_dtype_t dtype,
                              ring_op_t op, const ring_apply_t *apply)

@@ -34,7 +34,9 @@
  *   - with --pack-fails R (alone, on the emulated device): rank R's
  *     tensor is shorter than the call, so its pack of the fusion buffer
  *     is refused; the others' calls fail too, naming it, instead of
- *     waiting for it in ring forever.
+ *     waiting for it in ring forever: a small group over MPI, after
+ *     which all go on, then one through ring's window, after which the
+ *     engines stop.
  *
  * Device memory is only touched through the device's copies, so the guard
  * mode faults on any host access hvd makes. Options: --emulate MODE sets
@@ -520,28 +522,39 @@ static void test_fusion_oom(int who)
 
 /* ---- a rank whose copies fail ---- */
 
-/* Rank `who`'s tensor is shorter than the call, which the emulated device
- * refuses when hvd's pack of the fusion buffer is queued (a GPU would
- * read past it; an error of its stream, from the caller's own kernels,
- * would fail the same step): its group fails, and so do the others',
- * which wait for it in ring's window, naming it (before, they waited
- * forever). Every rank's engine stops there, and later calls say why. */
-static void test_pack_fails(int who)
+/* Rank `who`'s tensor of n is shorter than the call, which the emulated
+ * device refuses when hvd's pack of the fusion buffer is queued (a GPU
+ * would read past it; an error of its stream, from the caller's own
+ * kernels, would fail the same step): its group fails, and so do the
+ * others', saying `says` of it. */
+static void pack_fails(int who, size_t n, const char *says)
 {
-    enum { N = 4096 };
-    size_t mine = rank == who ? N / 2 : N;
-    float *x = host_values(rank, 50, N), *d = dev_alloc(mine);
+    size_t mine = rank == who ? n / 2 : n;
+    float *x = host_values(rank, 50, n), *d = dev_alloc(mine);
     dev_copy(d, x, mine, 0);
-    char says[64];
-    snprintf(says, sizeof says, "rank %d of the node gave up", who);
-    TEST_SAYS(hvd_allreduce(d, d, N, HVD_FLOAT32, HVD_SUM, "pack.fails"),
+    TEST_SAYS(hvd_allreduce(d, d, n, HVD_FLOAT32, HVD_SUM, "pack.fails"),
               rank == who ? HVD_ERR_ARG : HVD_ERR_STATE,
               rank == who ? "copy_batch: a source" : says);
-    /* The engines stopped there, together: later calls say so. */
-    TEST_SAYS(hvd_allreduce(x, x, N, HVD_FLOAT32, HVD_SUM, "pack.after"),
-              HVD_ERR_STATE, "hvd stopped at a failure on this rank");
     dev->release(d);
     free(x);
+}
+
+/* A group under ring's 4 KiB goes over MPI, where ring cannot tell the
+ * others: the ranks agree first, all fail the group, naming `who`, and go
+ * on (before, the others waited in MPI forever). A group through ring's
+ * window fails the same way, the others told there, but the window no
+ * longer serves: every rank's engine stops, and later calls say why. */
+static void test_pack_fails(int who)
+{
+    char says[64];
+    snprintf(says, sizeof says, "rank %d failed before its part", who);
+    pack_fails(who, 256, says);
+    device_allreduce_works("pack.small.after");
+    snprintf(says, sizeof says, "rank %d of the node gave up", who);
+    pack_fails(who, 4096, says);
+    float x[4] = {0};
+    TEST_SAYS(hvd_allreduce(x, x, 4, HVD_FLOAT32, HVD_SUM, "pack.after"),
+              HVD_ERR_STATE, "hvd stopped at a failure on this rank");
 }
 
 /* ---- the timeline: did device tensors fuse? ---- */
