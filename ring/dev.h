@@ -58,9 +58,12 @@ uint64_t ring__dev_emu_misuses(void);
  * peers, so that a rank reusing memory a peer may still read, without
  * waiting for the peer, overwrites it before the read. */
 void ring__dev_emu_lag(unsigned us);
-/* While on, owns fails (RING_ERR_CUDA, logged), every pointer alike, as
- * cudaPointerGetAttributes does once a CUDA context is broken. */
-void ring__dev_emu_owns_fails(int on);
+/* What fails from now on (RING_ERR_CUDA, logged), until called with 0:
+ * owns, every pointer alike, as cudaPointerGetAttributes does once a
+ * CUDA context is broken; the host's waits (stream_sync, event_sync), as
+ * CUDA reports a kernel's fault at the next synchronization. */
+enum { RING__EMU_FAIL_OWNS = 1, RING__EMU_FAIL_SYNCS = 2 };
+void ring__dev_emu_fails(unsigned what);
 #if HVD_HAVE_CUDA
 extern const ring_dev_t ring__dev_cuda; /* ring/dev_cuda.c */
 #endif

@@ -21,8 +21,9 @@
  *            the seed: work that races a missing wait loses.
  *   lag      a test can make one process's operations slower still
  *            (ring__dev_emu_lag), for the races between processes.
- *   broken   a test can make owns fail (ring__dev_emu_owns_fails), as a
- *            CUDA context broken by an earlier error answers queries.
+ *   broken   a test can make owns or the host's waits fail
+ *            (ring__dev_emu_fails), as a CUDA context broken by an
+ *            earlier error answers them.
  *   guard    device memory is PROT_NONE except while an operation that
  *            uses it runs: host code touching a device pointer faults.
  *   waits    the host's waits for the device (stream_sync, event_sync)
@@ -133,12 +134,21 @@ void ring__dev_emu_lag(unsigned us)
     atomic_store(&emu_lag_us, us);
 }
 
-/* Whether owns fails (ring__dev_emu_owns_fails). */
-static _Atomic int emu_owns_fails;
+/* What fails (ring__dev_emu_fails): RING__EMU_FAIL_* bits. */
+static _Atomic unsigned emu_fails;
 
-void ring__dev_emu_owns_fails(int on)
+void ring__dev_emu_fails(unsigned what)
 {
-    atomic_store(&emu_owns_fails, on);
+    atomic_store(&emu_fails, what);
+}
+
+/* RING_ERR_CUDA, logged, where a test made `what` of call fail. */
+static int emu_failing(unsigned what, const char *call)
+{
+    if (!(atomic_load(&emu_fails) & what)) return RING_OK;
+    ring__log("%s: the emulated device fails it (a test's "
+              "ring__dev_emu_fails, as a broken CUDA context)", call);
+    return RING_ERR_CUDA;
 }
 
 /* What CUDA leaves undefined, seen (ring__dev_emu_misuses). */
@@ -308,11 +318,8 @@ static int emu_release_pinned(void *p)
 
 static int emu_owns(const void *p, int *device)
 {
-    if (atomic_load(&emu_owns_fails)) {
-        ring__log("owns: the emulated device cannot tell (a test's "
-                  "ring__dev_emu_owns_fails, as a broken CUDA context)");
+    if (emu_failing(RING__EMU_FAIL_OWNS, "owns") != RING_OK)
         return RING_ERR_CUDA;
-    }
     pthread_mutex_lock(&emu.lock);
     int found = emu_find(p) != NULL;
     pthread_mutex_unlock(&emu.lock);
@@ -551,6 +558,8 @@ static int emu_stream_sync(ring_stream_t *s)
         return RING_ERR_ARG;
     }
     atomic_fetch_add(&emu_host_waits, 1);
+    if (emu_failing(RING__EMU_FAIL_SYNCS, "stream_sync") != RING_OK)
+        return RING_ERR_CUDA;
     pthread_mutex_lock(&emu.lock);
     while (s->completed < s->queued)
         pthread_cond_wait(&emu.progress, &emu.lock);
@@ -669,6 +678,8 @@ static int emu_event_sync(ring_event_t *e)
         return RING_ERR_ARG;
     }
     atomic_fetch_add(&emu_host_waits, 1);
+    if (emu_failing(RING__EMU_FAIL_SYNCS, "event_sync") != RING_OK)
+        return RING_ERR_CUDA;
     if (e->shared) {
         emu_wait_shared(e->shared, atomic_load(&e->shared->records));
         return RING_OK;

@@ -193,12 +193,12 @@ static void test_misuse(void)
      * memory the host cannot read): refused, not taken for host memory. */
     const char *mode = getenv("HVD_DEVICE_EMULATE");
     if (emulated && mode && strcmp(mode, "guard") == 0) {
-        ring__dev_emu_owns_fails(1);
+        ring__dev_emu_fails(RING__EMU_FAIL_OWNS);
         TEST_SAYS(hvd_dist_opt_create(&opt, inner, 2, nm, dev_only, halves,
                                       NULL),
                   HVD_ERR_CUDA, "grads[0]'s memory kind cannot be told");
         TEST_TRUE(opt == NULL);
-        ring__dev_emu_owns_fails(0);
+        ring__dev_emu_fails(0);
     }
     dev->release(d);
 }

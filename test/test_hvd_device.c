@@ -32,11 +32,12 @@
  *     fusion buffer; the group fails on every rank, each saying which
  *     rank, and no rank waits for the others forever.
  *   - with --pack-fails R (alone, on the emulated device): rank R's
- *     tensor is shorter than the call, so its pack of the fusion buffer
- *     is refused; the others' calls fail too, naming it, instead of
- *     waiting for it in ring forever: a small group over MPI, after
- *     which all go on, then one through ring's window, after which the
- *     engines stop.
+ *     wait for its caller's stream fails before a lone broadcast, then
+ *     its tensor is shorter than the call, so its pack of the fusion
+ *     buffer is refused; the others' calls fail too, naming it, instead
+ *     of waiting for it forever: the broadcast and a small group over
+ *     MPI, after each of which all go on, then a group through ring's
+ *     window, after which the engines stop.
  *
  * Device memory is only touched through the device's copies, so the guard
  * mode faults on any host access hvd makes. Options: --emulate MODE sets
@@ -426,7 +427,7 @@ static void test_bad_input(void)
      * tensors still reduce. */
     const char *mode = getenv("HVD_DEVICE_EMULATE");
     if (dev == &ring__dev_emulated && mode && strcmp(mode, "guard") == 0) {
-        ring__dev_emu_owns_fails(1);
+        ring__dev_emu_fails(RING__EMU_FAIL_OWNS);
         TEST_SAYS(hvd_allreduce(d, d, N, HVD_FLOAT32, HVD_SUM, "bad.kind"),
                   HVD_ERR_CUDA, "memory kind cannot be told");
         host[0] = 1;
@@ -434,7 +435,7 @@ static void test_bad_input(void)
                               "bad.kind.host"),
                 HVD_OK);
         TEST_TRUE(host[0] == (float)size);
-        ring__dev_emu_owns_fails(0);
+        ring__dev_emu_fails(0);
     }
     device_allreduce_works("bad.after");
     dev->release(d);
@@ -557,6 +558,43 @@ static void test_pack_fails(int who)
               HVD_ERR_STATE, "hvd stopped at a failure on this rank");
 }
 
+/* A lone device broadcast of the stream variant, its wait for the
+ * caller's stream done on the host: the status of both calls. */
+static int lone_broadcast(float *d, size_t n, const char *name)
+{
+    hvd_handle_t h;
+    int status = hvd_broadcast_async_stream(d, n, HVD_FLOAT32, 0, name,
+                                            stream, &h);
+    return status != HVD_OK ? status : hvd_wait_stream(h, stream);
+}
+
+/* Rank `who`'s wait for its caller's stream fails (as when a kernel of
+ * the caller's faulted) before a lone device broadcast, which goes over
+ * MPI, where ring cannot tell the others: the ranks agree first, every
+ * rank fails it, naming `who`, and all go on (before, `who` alone failed
+ * it and stopped, the others' calls went through without it, and the
+ * test hung in their next). */
+static void test_lone_fails(int who)
+{
+    enum { N = 1000 };
+    float *x = host_values(rank, 60, N), *d = dev_alloc(N);
+    float *want = host_values(0, 60, N);
+    dev_copy(d, x, N, 0);
+    char says[64];
+    snprintf(says, sizeof says, "rank %d failed before its part", who);
+    if (rank == who) ring__dev_emu_fails(RING__EMU_FAIL_SYNCS);
+    TEST_SAYS(lone_broadcast(d, N, "lone.fails"),
+              rank == who ? HVD_ERR_CUDA : HVD_ERR_STATE,
+              rank == who ? "event_sync: the emulated device fails" : says);
+    ring__dev_emu_fails(0);
+    TEST_EQ(lone_broadcast(d, N, "lone.after"), HVD_OK);
+    dev_copy(x, d, N, 0);
+    TEST_EQ(memcmp(x, want, N * sizeof *x), 0);
+    dev->release(d);
+    free(want);
+    free(x);
+}
+
 /* ---- the timeline: did device tensors fuse? ---- */
 
 /* Lines of text holding both a and b. */
@@ -646,7 +684,10 @@ int main(int argc, char **argv)
     if (dev->stream_create(&stream) != RING_OK) return TEST_HARD_ERROR;
     if (oom >= 0 || pack_fails >= 0) {
         if (oom >= 0) test_fusion_oom(oom);
-        if (pack_fails >= 0) test_pack_fails(pack_fails);
+        if (pack_fails >= 0) {
+            test_lone_fails(pack_fails);
+            test_pack_fails(pack_fails);
+        }
         dev->stream_destroy(stream);
         unlink(path);
         return test_hvd_finish(oom >= 0 ? "test_hvd_device --fusion-oom"

@@ -590,7 +590,7 @@ static void test_owns_fails(void)
     name_case("owns fails", &k, 0, 0);
     expect_ok(run_allreduce(in, want, (void *)&k), "host call");
     dev_copy(d, in, nbytes);
-    ring__dev_emu_owns_fails(1);
+    ring__dev_emu_fails(RING__EMU_FAIL_OWNS);
     TEST_EQ(ring_is_device_memory(in), 0);
     TEST_EQ(ring_is_device_memory(d), guard ? RING_ERR_CUDA : 0);
     expect_ok(run_allreduce(in, got, (void *)&k), "host buffers");
@@ -598,7 +598,7 @@ static void test_owns_fails(void)
     if (guard)
         TEST_SAYS(ring_ctx_allreduce(ctx, d, d, k.count, k.dtype, k.op),
                   RING_ERR_CUDA, "and the host cannot read it");
-    ring__dev_emu_owns_fails(0);
+    ring__dev_emu_fails(0);
     expect_ok(run_allreduce(d, d, (void *)&k), "device buffer after");
     dev_copy(got, d, nbytes);
     expect_same(got, want, nbytes);
