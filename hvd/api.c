@@ -230,14 +230,14 @@ static int hvd__bad(const char *func, const char *why)
 static int hvd__buffer_mem(const char *func, const void *p, int *mem)
 {
     int device = -1, kind = p ? ring_is_device_memory(p) : 0;
+    if (kind > 0 && ring_dev()->owns(p, &device) < 0) kind = HVD_ERR_CUDA;
     *mem = HVD__MEM_HOST;
     if (kind < 0)
         hvd__log(HVD__LOG_ERROR, "%s: a buffer's memory kind cannot be "
-                 "told (CUDA's error above), and the host cannot read it",
-                 func);
+                 "told (CUDA's error above)", func);
     if (kind <= 0) return kind;
     *mem = HVD__MEM_DEVICE;
-    if (ring_dev()->owns(p, &device) && device != hvd__engine.device) {
+    if (device != hvd__engine.device) {
         hvd__log(HVD__LOG_ERROR, "%s: a buffer is memory of device %d; this "
                  "rank uses device %d (hvd_init chose it): give buffers of "
                  "the rank's own device", func, device, hvd__engine.device);

@@ -199,14 +199,11 @@ static int hvd__zeros_for(const hvd__desc_t *d, char **z)
 }
 
 /* One collective on one tensor, where it lies (ring's calls take device
- * buffers). */
-static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
+ * buffers); z, a joined rank's zeros in its stead (hvd__zeros_for). */
+static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h, char *z)
 {
     size_t nbytes = hvd__desc_bytes(d);
     ring_dtype_t dtype = (ring_dtype_t)d->dtype;
-    char *z = NULL;
-    int status = h ? HVD_OK : hvd__zeros_for(d, &z);
-    if (status != HVD_OK) return status;
     switch (d->kind) {
     case HVD__ALLREDUCE:
         return ring_ctx_allreduce(hvd__ctx, h ? h->sendbuf : z,
@@ -229,6 +226,14 @@ static int hvd__run_one(const hvd__desc_t *d, hvd_handle_t h)
     default: /* a barrier: agreeing that every rank reached it was all */
         return HVD_OK;
     }
+}
+
+/* One collective on one host tensor, or a joined rank's zeros. */
+static int hvd__run_one_host(const hvd__desc_t *d, hvd_handle_t h)
+{
+    char *z = NULL;
+    int status = h ? HVD_OK : hvd__zeros_for(d, &z);
+    return status == HVD_OK ? hvd__run_one(d, h, z) : status;
 }
 
 /* One timeline event per tensor of the group this rank made. */
@@ -335,7 +340,8 @@ out:
  * INT32_MAX when none is. */
 static int hvd__first_failed(int status, int *first)
 {
-    int32_t mine = status == HVD_OK ? INT32_MAX : hvd__engine.rank, low;
+    int32_t mine = status == HVD_OK ? INT32_MAX : hvd__engine.rank,
+            low = INT32_MAX;
     int agreed = ring_ctx_allreduce(hvd__ctx, &mine, &low, 1, RING_INT32,
                                     RING_MIN);
     *first = (int)low;
@@ -368,22 +374,30 @@ static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
                                want);
     if (status == HVD_OK)
         status = hvd__dev_grow(dev, &hvd__dev.out, &hvd__dev.out_cap, total);
+    /* Registered before the agreement, which its failure joins (a rank
+     * that failed registers nothing, and then neither does any). */
+    if (regrow) {
+        int registered = ring_ctx_register(
+            hvd__ctx, status == HVD_OK ? hvd__dev.fusion : NULL,
+            status == HVD_OK ? hvd__dev.fusion_cap : 0);
+        if (status == HVD_OK) status = registered;
+    }
     int agreed = hvd__first_failed(status, &first);
     if (agreed != RING_OK) return agreed;
-    if (first == INT32_MAX)
-        return regrow ? ring_ctx_register(hvd__ctx, hvd__dev.fusion,
-                                          hvd__dev.fusion_cap)
-                      : HVD_OK;
-    if (!regrow) (void)ring_ctx_register(hvd__ctx, NULL, 0);
-    dev->release(hvd__dev.fusion);
-    dev->release(hvd__dev.out);
+    if (first == INT32_MAX) return HVD_OK;
+    (void)ring_ctx_register(hvd__ctx, NULL, 0);
+    if (dev) { /* none: this rank failed at its first step */
+        dev->release(hvd__dev.fusion);
+        dev->release(hvd__dev.out);
+    }
     hvd__dev.fusion = hvd__dev.out = NULL;
     hvd__dev.fusion_cap = hvd__dev.out_cap = 0;
     *shared = 1;
     hvd__log(HVD__LOG_ERROR, "rank %d could not make the device fusion "
              "buffers of %zu and %zu bytes (HVD_FUSION_THRESHOLD, or the "
-             "group's size when larger; and the group's): this group fails "
-             "on every rank", first, want, total);
+             "group's size when larger; and the group's), or failed before "
+             "(its message says why): this group fails on every rank",
+             first, want, total);
     return status == HVD_OK ? HVD_ERR_NOMEM : status;
 }
 
@@ -470,10 +484,12 @@ static int hvd__run_one_device(const hvd__desc_t *d, hvd_handle_t h,
                                int *shared)
 {
     const ring_dev_t *dev = ring_dev();
+    char *z = NULL;
     int status = hvd__dev_stream(dev);
-    if (status == HVD_OK) status = hvd__await_callers(dev, &h, 1, 0);
+    if (status == HVD_OK)
+        status = h ? hvd__await_callers(dev, &h, 1, 0) : hvd__zeros_for(d, &z);
     HVD_CHECK_DEV(hvd__before_ring(status, 0, shared));
-    HVD_CHECK_DEV(hvd__run_one(d, h));
+    HVD_CHECK_DEV(hvd__run_one(d, h, z));
     HVD_CHECK_DEV(hvd__dev_finish(dev, &h, 1));
 out:
     return status;
@@ -513,7 +529,7 @@ int hvd__execute(const hvd__response_t *resp, hvd_handle_t *hs,
     } else if (n == 1) {
         status = resp->descs[0].mem == HVD__MEM_DEVICE
                      ? hvd__run_one_device(&resp->descs[0], hs[0], &shared)
-                     : hvd__run_one(&resp->descs[0], hs[0]);
+                     : hvd__run_one_host(&resp->descs[0], hs[0]);
         if (hs[0])
             hvd__timeline_event(resp->descs[0].name,
                                 hvd__phase(&resp->descs[0],

@@ -483,10 +483,11 @@ int ring_ctx_give_up_reaches(ring_ctx_t *ctx, size_t nbytes)
         return 0;
     c.esize = 1;
     /* ring__allreduce_device's choice, for a registered call whose
-     * result is device memory: the window, without ranks across. */
-    return c.size == 1 ||
-           (ring__allreduce_decide(&c) == RING__AR_SHM && c.tuning->ipc &&
-            ring__ipc_registered(ctx->ipc, nbytes));
+     * result is device memory: the window, without ranks across; and no
+     * call opens with an agreement over MPI (HVD_RING_CHECK). */
+    return c.size > 1 && !c.tuning->check &&
+           ring__allreduce_decide(&c) == RING__AR_SHM && c.tuning->ipc &&
+           ring__ipc_registered(ctx->ipc, nbytes);
 }
 
 int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,

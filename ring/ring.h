@@ -443,11 +443,13 @@ int ring_ctx_allreduce_registered_to(ring_ctx_t *ctx, size_t count,
 int ring_ctx_give_up(ring_ctx_t *ctx, int status);
 /* Whether ring_ctx_give_up reaches the other ranks in their registered
  * call of nbytes (ring_ctx_allreduce_registered_to into device memory,
- * or in place): 1 where that call goes through ctx's device window alone
- * (or the rank is alone); 0 where it goes over MPI (a call under the
- * window's 4 KiB, ranks on several nodes, no window), where a rank that
- * fails before its call must tell the others before they make theirs
- * (hvd's ranks agree on it over MPI first). Every rank answers alike. */
+ * or in place): 1 where that call goes through ctx's device window alone;
+ * 0 where any of it goes over MPI (a call under the window's 4 KiB, ranks
+ * on several nodes, no window, HVD_RING_CHECK's agreement at every
+ * call's opening), where a rank that fails before its call must tell the
+ * others before they make theirs (hvd's ranks agree on it over MPI
+ * first), and for a rank alone, which nobody waits for. Every rank
+ * answers alike. */
 int ring_ctx_give_up_reaches(ring_ctx_t *ctx, size_t nbytes);
 
 /* The other collectives over ctx's ranks, as their MPI_Comm twins below. */

@@ -30,14 +30,16 @@
  *   - with --fusion-oom R (alone, on the emulated device: its memory is
  *     a file, which RLIMIT_FSIZE caps): rank R cannot make the device
  *     fusion buffer; the group fails on every rank, each saying which
- *     rank, and no rank waits for the others forever.
+ *     rank, and no rank waits for the others forever; then R, joined,
+ *     cannot make the device zeros it gives for a tensor alone: the same;
  *   - with --pack-fails R (alone, on the emulated device): rank R's
  *     wait for its caller's stream fails before a lone broadcast, then
  *     its tensor is shorter than the call, so its pack of the fusion
  *     buffer is refused; the others' calls fail too, naming it, instead
  *     of waiting for it forever: the broadcast and a small group over
  *     MPI, after each of which all go on, then a group through ring's
- *     window, after which the engines stop.
+ *     window, after which the engines stop (with --check 1, which sets
+ *     HVD_RING_CHECK=1, and at one rank, all go on after it too).
  *
  * Device memory is only touched through the device's copies, so the guard
  * mode faults on any host access hvd makes. Options: --emulate MODE sets
@@ -484,6 +486,23 @@ static void test_join(void)
 
 #define OOM_THRESHOLD "8M"
 
+/* Rank who's device memory capped at 4 MiB (on), or as it was: the
+ * emulated device's memory is a memfd, and ftruncate fails past the soft
+ * limit, with EFBIG once SIGXFSZ is ignored. */
+static void cap_memory(int who, int on)
+{
+    static struct rlimit was;
+    if (rank != who) return;
+    if (!on) {
+        TEST_EQ(setrlimit(RLIMIT_FSIZE, &was), 0);
+        return;
+    }
+    TEST_EQ(getrlimit(RLIMIT_FSIZE, &was), 0);
+    struct rlimit cap = {4 << 20, was.rlim_max};
+    signal(SIGXFSZ, SIG_IGN);
+    TEST_EQ(setrlimit(RLIMIT_FSIZE, &cap), 0);
+}
+
 /* Rank `who` runs out of device memory when the engine makes its fusion
  * buffer (HVD_FUSION_THRESHOLD, set to OOM_THRESHOLD by main): the ranks
  * either all make it or none does, so the others do not wait in ring for
@@ -498,15 +517,7 @@ static void test_fusion_oom(int who)
             HVD_OK);
     dev_copy(x, d, BIG, 0);
     expect_sum("oom.big", x, 40, BIG, size);
-    /* The emulated device's memory is a memfd: ftruncate fails past the
-     * soft limit, with EFBIG once SIGXFSZ is ignored. */
-    struct rlimit was;
-    TEST_EQ(getrlimit(RLIMIT_FSIZE, &was), 0);
-    if (rank == who) {
-        struct rlimit cap = {4 << 20, was.rlim_max};
-        signal(SIGXFSZ, SIG_IGN);
-        TEST_EQ(setrlimit(RLIMIT_FSIZE, &cap), 0);
-    }
+    cap_memory(who, 1);
     char says[96];
     snprintf(says, sizeof says, "rank %d could not make the device fusion "
              "buffer", who);
@@ -515,10 +526,33 @@ static void test_fusion_oom(int who)
         TEST_SAYS(hvd_allreduce(d, d, SMALL, HVD_FLOAT32, HVD_SUM,
                                 "oom.small"),
                   HVD_ERR_NOMEM, says);
-    if (rank == who) TEST_EQ(setrlimit(RLIMIT_FSIZE, &was), 0);
+    cap_memory(who, 0);
     device_allreduce_works("oom.after");
     dev->release(d);
     free(x);
+}
+
+/* A joined rank gives device zeros for the others' tensor alone (above
+ * the fusion threshold); where `who`, joined, cannot make them, every
+ * rank fails the call, naming it, and all go on (before, its failure came
+ * after the ranks' agreement, and the others waited for it in ring
+ * forever). */
+static void test_joined_oom(int who)
+{
+    enum { BIG = (9 << 20) / sizeof(float) };
+    cap_memory(who, 1);
+    if (rank != who) {
+        float *d = dev_alloc(BIG);
+        char says[64];
+        snprintf(says, sizeof says, "rank %d failed before its part", who);
+        TEST_SAYS(hvd_allreduce(d, d, BIG, HVD_FLOAT32, HVD_SUM,
+                                "oom.joined"),
+                  HVD_ERR_STATE, says);
+        dev->release(d);
+    }
+    TEST_EQ(hvd_join(), HVD_OK);
+    cap_memory(who, 0);
+    device_allreduce_works("oom.joined.after");
 }
 
 /* ---- a rank whose copies fail ---- */
@@ -544,15 +578,25 @@ static void pack_fails(int who, size_t n, const char *says)
  * others: the ranks agree first, all fail the group, naming `who`, and go
  * on (before, the others waited in MPI forever). A group through ring's
  * window fails the same way, the others told there, but the window no
- * longer serves: every rank's engine stops, and later calls say why. */
-static void test_pack_fails(int who)
+ * longer serves: every rank's engine stops, and later calls say why.
+ * With HVD_RING_CHECK (check), whose agreement over MPI opens every ring
+ * call, and for a rank alone, the large group is agreed on as the small
+ * one (before, the others waited in that agreement forever, and a rank
+ * alone stopped at its own failure). */
+static void test_pack_fails(int who, int check)
 {
-    char says[64];
-    snprintf(says, sizeof says, "rank %d failed before its part", who);
-    pack_fails(who, 256, says);
+    char over_mpi[64], window[64];
+    snprintf(over_mpi, sizeof over_mpi, "rank %d failed before its part",
+             who);
+    snprintf(window, sizeof window, "rank %d of the node gave up", who);
+    int agreed = check || size == 1;
+    pack_fails(who, 256, over_mpi);
     device_allreduce_works("pack.small.after");
-    snprintf(says, sizeof says, "rank %d of the node gave up", who);
-    pack_fails(who, 4096, says);
+    pack_fails(who, 4096, agreed ? over_mpi : window);
+    if (agreed) {
+        device_allreduce_works("pack.large.after");
+        return;
+    }
     float x[4] = {0};
     TEST_SAYS(hvd_allreduce(x, x, 4, HVD_FLOAT32, HVD_SUM, "pack.after"),
               HVD_ERR_STATE, "hvd stopped at a failure on this rank");
@@ -656,7 +700,7 @@ static void check_timeline(const char *path)
 
 int main(int argc, char **argv)
 {
-    int oom = -1, pack_fails = -1;
+    int oom = -1, pack_fails = -1, check = 0;
     for (int i = 1; i + 1 < argc; i += 2)
         if (strcmp(argv[i], "--emulate") == 0) {
             setenv("HVD_DEVICE_EMULATE", argv[i + 1], 1);
@@ -666,6 +710,9 @@ int main(int argc, char **argv)
             setenv("HVD_FUSION_THRESHOLD", OOM_THRESHOLD, 1);
         } else if (strcmp(argv[i], "--pack-fails") == 0) {
             pack_fails = atoi(argv[i + 1]);
+        } else if (strcmp(argv[i], "--check") == 0) {
+            check = atoi(argv[i + 1]);
+            setenv("HVD_RING_CHECK", argv[i + 1], 1);
         }
     dev = ring_dev();
     if (!dev) TEST_SKIP("no device: neither a GPU nor HVD_DEVICE_EMULATE");
@@ -683,10 +730,13 @@ int main(int argc, char **argv)
     if (status != 0) return status;
     if (dev->stream_create(&stream) != RING_OK) return TEST_HARD_ERROR;
     if (oom >= 0 || pack_fails >= 0) {
-        if (oom >= 0) test_fusion_oom(oom);
+        if (oom >= 0) {
+            test_fusion_oom(oom);
+            test_joined_oom(oom);
+        }
         if (pack_fails >= 0) {
             test_lone_fails(pack_fails);
-            test_pack_fails(pack_fails);
+            test_pack_fails(pack_fails, check);
         }
         dev->stream_destroy(stream);
         unlink(path);

@@ -112,7 +112,13 @@ def _check_buffer(tensor, what, elementwise=True):
             return dtype, None
         raise ValueError("%s: a tensor on %s; hvd takes cpu and cuda "
                          "tensors" % (what, tensor.device))
-    if tensor.numel() and not _lib.ring_is_device_memory(tensor.data_ptr()):
+    kind = _lib.ring_is_device_memory(tensor.data_ptr()) if tensor.numel() \
+        else 1
+    if kind < 0:
+        raise RuntimeError("%s: a tensor on %s whose memory kind CUDA "
+                           "cannot tell (its error is in the log)" %
+                           (what, tensor.device))
+    if kind == 0:
         raise ValueError("%s: a tensor on %s, but libhvd.so sees no device "
                          "memory there (a build without CUDA?)" %
                          (what, tensor.device))
