@@ -42,7 +42,9 @@
  *
  * Limitations:  all ranks must pass the same count, dtype, op and algo
  *               (hvd's negotiation guarantees it); a rank whose arguments
- *               are rejected does not tell the others. HVD_RING_CHECK=1
+ *               are rejected does not tell the others (but for memory
+ *               its device cannot tell, where the others wait in the
+ *               node's device window: it gives up there). HVD_RING_CHECK=1
  *               checks both on every call (ring/check.c).
  */
 #include <stdlib.h>
@@ -296,6 +298,38 @@ out:
     return status;
 }
 
+/* An allreduce call of kind, before its opening. */
+static ring__coll_t ring__allreduce_call(ring_ctx_t *ctx, const char *func,
+                                         ring__kind_t kind, ring_algo_t algo,
+                                         size_t count, ring_dtype_t dtype,
+                                         ring_op_t op)
+{
+    return (ring__coll_t){.func = func, .kind = kind, .ctx = ctx,
+                          .count = count, .dtype = dtype, .op = op,
+                          .algo = algo};
+}
+
+/* Whether a device allreduce of nbytes through ctx (registered: of its
+ * registered buffer, the result in device memory) goes through the node's
+ * device window alone, where a rank that does not come is waited for:
+ * ring__allreduce_device's choice, without ranks across, and no call
+ * opening with an agreement over MPI (HVD_RING_CHECK). Every rank
+ * answers alike. */
+static int ring__window_alone(ring_ctx_t *ctx, size_t nbytes, int registered)
+{
+    ring__coll_t c = ring__allreduce_call(
+        ctx, "ring_ctx_give_up_reaches",
+        registered ? RING__ALLREDUCE_REGISTERED : RING__ALLREDUCE,
+        RING_ALGO_AUTO, nbytes, RING_UINT8, RING_SUM);
+    if (!ctx || !ctx->ipc || ring__tuning(&c.tuning) != RING_OK ||
+        MPI_Comm_size(ctx->comm, &c.size) != MPI_SUCCESS)
+        return 0;
+    c.esize = 1;
+    return c.size > 1 && !c.tuning->check &&
+           ring__allreduce_decide(&c) == RING__AR_SHM && c.tuning->ipc &&
+           (!registered || ring__ipc_registered(ctx->ipc, nbytes));
+}
+
 /* ---- entry points ---- */
 
 static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
@@ -303,7 +337,17 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
 {
     int status;
     size_t count = c.count;
-    RING_CHECK(ring__begin(&c, sendbuf, recvbuf, local));
+    status = ring__begin(&c, sendbuf, recvbuf, local);
+    /* Memory whose kind this rank's device cannot tell (a broken CUDA
+     * context: ring__kind_unknown) is device memory most likely, and the
+     * others' calls may wait for this one in the node's device window:
+     * they are told there. */
+    if (status == RING_ERR_CUDA &&
+        (c.kind == RING__ALLREDUCE || c.kind == RING__ALLREDUCE_REGISTERED) &&
+        ring__window_alone(c.ctx, count * ring_dtype_size(c.dtype),
+                           c.kind == RING__ALLREDUCE_REGISTERED))
+        ring_ctx_give_up(c.ctx, status);
+    if (status != RING_OK) goto out;
     if (count == 0) {
         status = ring__allreduce_done(&c, sendbuf, recvbuf);
         goto out;
@@ -326,17 +370,6 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
     if (status == RING_OK) status = ring__allreduce_done(&c, sendbuf, recvbuf);
 out:
     return ring__end(&c, status);
-}
-
-/* An allreduce call of kind, before its opening. */
-static ring__coll_t ring__allreduce_call(ring_ctx_t *ctx, const char *func,
-                                         ring__kind_t kind, ring_algo_t algo,
-                                         size_t count, ring_dtype_t dtype,
-                                         ring_op_t op)
-{
-    return (ring__coll_t){.func = func, .kind = kind, .ctx = ctx,
-                          .count = count, .dtype = dtype, .op = op,
-                          .algo = algo};
 }
 
 int ring_ctx_allreduce(ring_ctx_t *ctx, const void *sendbuf, void *recvbuf,
@@ -474,20 +507,7 @@ int ring_ctx_give_up(ring_ctx_t *ctx, int status)
 
 int ring_ctx_give_up_reaches(ring_ctx_t *ctx, size_t nbytes)
 {
-    ring__coll_t c = ring__allreduce_call(ctx, "ring_ctx_give_up_reaches",
-                                          RING__ALLREDUCE_REGISTERED,
-                                          RING_ALGO_AUTO, nbytes,
-                                          RING_UINT8, RING_SUM);
-    if (!ctx || ring__tuning(&c.tuning) != RING_OK ||
-        MPI_Comm_size(ctx->comm, &c.size) != MPI_SUCCESS)
-        return 0;
-    c.esize = 1;
-    /* ring__allreduce_device's choice, for a registered call whose
-     * result is device memory: the window, without ranks across; and no
-     * call opens with an agreement over MPI (HVD_RING_CHECK). */
-    return c.size > 1 && !c.tuning->check &&
-           ring__allreduce_decide(&c) == RING__AR_SHM && c.tuning->ipc &&
-           ring__ipc_registered(ctx->ipc, nbytes);
+    return ring__window_alone(ctx, nbytes, 1);
 }
 
 int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,

@@ -114,10 +114,12 @@
  *
  * A rank whose call fails midway (a refused launch or wait, a sticky
  * error from its stream), or that fails before its call and says so
- * (ring_ctx_give_up: hvd's pack of the fusion buffer), sets its "failed"
- * counter: the others' waits for its counters, which would never come,
- * end with RING_ERR_STATE, naming it, and every later call through the
- * window fails at once on every rank, as the counters no longer agree.
+ * (ring_ctx_give_up: hvd's pack of the fusion buffer; ring itself when a
+ * call is refused at its opening for memory whose kind the rank's device
+ * cannot tell, a broken CUDA context), sets its "failed" counter: the
+ * others' waits for its counters, which would never come, end with
+ * RING_ERR_STATE, naming it, and every later call through the window
+ * fails at once on every rank, as the counters no longer agree.
  * A failed call waits for its own stream before it returns, so that the
  * caller's buffers are the caller's again. That holds within the node:
  * the ranks of other nodes (hierarchical) meet it in MPI, where a rank

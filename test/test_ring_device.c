@@ -699,6 +699,50 @@ static void test_give_up(const ring_ctx_opts_t *opts)
     dev->release(d);
 }
 
+/* One rank whose device cannot tell the call's memory (a CUDA context
+ * broken by an earlier error; the emulated device's owns made to fail, in
+ * guard mode, where the host cannot read device memory either) is
+ * refused at its call's opening, RING_ERR_CUDA, while the others' calls
+ * go through the window and would wait for it there: they are told, and
+ * fail with RING_ERR_STATE (before, they waited forever), and so does
+ * every later call. A plain call, then a registered one; a context of its
+ * own for each, as above. */
+static void test_kind_fails_alone(const ring_ctx_opts_t *opts)
+{
+    const size_t count = 8192, nbytes = count * sizeof(float); /* 32 KiB */
+    const int broken = size / 2;
+    for (int registered = 0; registered < 2; registered++) {
+        ring_ctx_t *mine = NULL;
+        snprintf(case_name, sizeof case_name, "kind fails alone n=%d%s", size,
+                 registered ? " registered" : "");
+        expect_ok(ring_ctx_create(MPI_COMM_WORLD, opts, &mine),
+                  "ring_ctx_create");
+        if (!mine) return;
+        char *d = dev_alloc(nbytes);
+        if (registered)
+            expect_ok(ring_ctx_register(mine, d, nbytes), "ring_ctx_register");
+        expect_ok(ring_ctx_allreduce(mine, d, d, count, RING_FLOAT32,
+                                     RING_SUM),
+                  "the window's first call");
+        TEST_TRUE(mine->ipc != NULL);
+        if (rank == broken) ring__dev_emu_fails(RING__EMU_FAIL_OWNS);
+        int status = registered
+                         ? ring_ctx_allreduce_registered(mine, count,
+                                                         RING_FLOAT32,
+                                                         RING_SUM, NULL, NULL)
+                         : ring_ctx_allreduce(mine, d, d, count, RING_FLOAT32,
+                                              RING_SUM);
+        ring__dev_emu_fails(0);
+        TEST_EQ(status, rank == broken ? RING_ERR_CUDA : RING_ERR_STATE);
+        TEST_EQ(ring_ctx_allreduce(mine, d, d, count, RING_FLOAT32, RING_SUM),
+                RING_ERR_STATE);
+        if (registered)
+            expect_ok(ring_ctx_register(mine, NULL, 0), "unregister");
+        ring_ctx_free(&mine);
+        dev->release(d);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const char *const env_options[][2] = {
@@ -760,6 +804,9 @@ int main(int argc, char **argv)
      * gave up leaves the others as a host call would. */
     if (ctx->ipc && emulated && !hier) test_peer_gives_up(&opts);
     if (ctx->ipc && !hier) test_give_up(&opts);
+    const char *mode = getenv("HVD_DEVICE_EMULATE");
+    if (ctx->ipc && emulated && mode && strcmp(mode, "guard") == 0 && !hier)
+        test_kind_fails_alone(&opts);
     ring_ctx_free(&ctx);
     dev->stream_destroy(stream);
     /* nothing exported was freed while another rank had it open */
