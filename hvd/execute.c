@@ -375,7 +375,7 @@ static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
     if (status == HVD_OK)
         status = hvd__dev_grow(dev, &hvd__dev.out, &hvd__dev.out_cap, total);
     /* Registered before the agreement, which its failure joins (a rank
-     * that failed registers nothing, and then neither does any). */
+     * that failed offers nothing, and then the window opens nothing). */
     if (regrow) {
         int registered = ring_ctx_register(
             hvd__ctx, status == HVD_OK ? hvd__dev.fusion : NULL,
@@ -407,8 +407,8 @@ static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
  * tells them (reaches: the group goes through the node's device window,
  * ring_ctx_give_up_reaches), it does so (ring_ctx_give_up; from then on
  * the device collectives within the node fail on every rank). Elsewhere
- * (over MPI: a small group, ranks on several nodes, a tensor alone) the
- * ranks agree on it first: on a failure anywhere every rank fails the
+ * (over MPI: a small group, ranks on several nodes, a tensor alone,
+ * HVD_RING_CHECK's agreements; a rank alone) the ranks agree on it first: on a failure anywhere every rank fails the
  * group (*shared = 1), naming the first rank that failed, and goes on. */
 static int hvd__before_ring(int status, int reaches, int *shared)
 {

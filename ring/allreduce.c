@@ -44,8 +44,9 @@
  *               (hvd's negotiation guarantees it); a rank whose arguments
  *               are rejected does not tell the others (but for memory
  *               its device cannot tell, where the others wait in the
- *               node's device window: it gives up there). HVD_RING_CHECK=1
- *               checks both on every call (ring/check.c).
+ *               node's device window, once open: it gives up there).
+ *               HVD_RING_CHECK=1 checks both on every call
+ *               (ring/check.c).
  */
 #include <stdlib.h>
 #include "ring/ring_internal.h"
@@ -309,25 +310,24 @@ static ring__coll_t ring__allreduce_call(ring_ctx_t *ctx, const char *func,
                           .algo = algo};
 }
 
-/* Whether a device allreduce of nbytes through ctx (registered: of its
- * registered buffer, the result in device memory) goes through the node's
- * device window alone, where a rank that does not come is waited for:
+/* Whether a device allreduce of nbytes through ctx (plain, or registered
+ * with its result in device memory) goes through the node's device window
+ * alone, where a rank that does not come is waited for: the window open
+ * (a context's first call through it opens it, over MPI),
  * ring__allreduce_device's choice, without ranks across, and no call
  * opening with an agreement over MPI (HVD_RING_CHECK). Every rank
  * answers alike. */
-static int ring__window_alone(ring_ctx_t *ctx, size_t nbytes, int registered)
+static int ring__window_alone(ring_ctx_t *ctx, size_t nbytes)
 {
-    ring__coll_t c = ring__allreduce_call(
-        ctx, "ring_ctx_give_up_reaches",
-        registered ? RING__ALLREDUCE_REGISTERED : RING__ALLREDUCE,
-        RING_ALGO_AUTO, nbytes, RING_UINT8, RING_SUM);
+    ring__coll_t c = ring__allreduce_call(ctx, "ring__window_alone",
+                                          RING__ALLREDUCE, RING_ALGO_AUTO,
+                                          nbytes, RING_UINT8, RING_SUM);
     if (!ctx || !ctx->ipc || ring__tuning(&c.tuning) != RING_OK ||
         MPI_Comm_size(ctx->comm, &c.size) != MPI_SUCCESS)
         return 0;
     c.esize = 1;
-    return c.size > 1 && !c.tuning->check &&
-           ring__allreduce_decide(&c) == RING__AR_SHM && c.tuning->ipc &&
-           (!registered || ring__ipc_registered(ctx->ipc, nbytes));
+    return c.size > 1 && !c.tuning->check && c.tuning->ipc &&
+           ring__allreduce_decide(&c) == RING__AR_SHM;
 }
 
 /* ---- entry points ---- */
@@ -341,11 +341,11 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
     /* Memory whose kind this rank's device cannot tell (a broken CUDA
      * context: ring__kind_unknown) is device memory most likely, and the
      * others' calls may wait for this one in the node's device window:
-     * they are told there. */
+     * they are told there. The window then fails every later call, also
+     * where every rank refused this one alike. */
     if (status == RING_ERR_CUDA &&
         (c.kind == RING__ALLREDUCE || c.kind == RING__ALLREDUCE_REGISTERED) &&
-        ring__window_alone(c.ctx, count * ring_dtype_size(c.dtype),
-                           c.kind == RING__ALLREDUCE_REGISTERED))
+        ring__window_alone(c.ctx, count * ring_dtype_size(c.dtype)))
         ring_ctx_give_up(c.ctx, status);
     if (status != RING_OK) goto out;
     if (count == 0) {
@@ -507,7 +507,7 @@ int ring_ctx_give_up(ring_ctx_t *ctx, int status)
 
 int ring_ctx_give_up_reaches(ring_ctx_t *ctx, size_t nbytes)
 {
-    return ring__window_alone(ctx, nbytes, 1);
+    return ring__window_alone(ctx, nbytes);
 }
 
 int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,

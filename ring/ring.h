@@ -445,7 +445,8 @@ int ring_ctx_give_up(ring_ctx_t *ctx, int status);
  * call of nbytes (ring_ctx_allreduce_registered_to into device memory,
  * or in place): 1 where that call goes through ctx's device window alone;
  * 0 where any of it goes over MPI (a call under the window's 4 KiB, ranks
- * on several nodes, no window, HVD_RING_CHECK's agreement at every
+ * on several nodes, no window or none open yet (ctx's first call through
+ * it, or ring_ctx_register, opens it), HVD_RING_CHECK's agreement at every
  * call's opening), where a rank that fails before its call must tell the
  * others before they make theirs (hvd's ranks agree on it over MPI
  * first), and for a rank alone, which nobody waits for. Every rank

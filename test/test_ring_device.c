@@ -578,7 +578,10 @@ static void test_registered_host(void)
  * earlier error; here the emulated device's owns made to fail): host
  * buffers still reduce on the host; device memory the host cannot read
  * (guard mode) is refused on every rank, RING_ERR_CUDA with a message,
- * where the host path would fault on it. */
+ * where the host path would fault on it. Under the window's 4 KiB: a call
+ * through it that every rank refuses so gives up there too (a rank alone
+ * refusing must not leave the others waiting), which would leave the
+ * window failing the calls after. */
 static void test_owns_fails(void)
 {
     const call_t k = {1000, RING_FLOAT32, RING_SUM, 0, 0};
