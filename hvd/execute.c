@@ -336,15 +336,20 @@ out:
     return status;
 }
 
-/* Collective: *first, the lowest rank whose status is a failure, or
- * INT32_MAX when none is. */
-static int hvd__first_failed(int status, int *first)
+/* Collective: *first, the lowest rank whose status is a failure, and
+ * *why, that failure; INT32_MAX and HVD_OK when none is. One int each:
+ * the rank times CODES plus the status's code (HVD_ERR_* are -1 to -7). */
+static int hvd__first_failed(int status, int *first, int *why)
 {
-    int32_t mine = status == HVD_OK ? INT32_MAX : hvd__engine.rank,
+    enum { CODES = 16 };
+    int code = status < 0 && status > -CODES ? -status : -HVD_ERR_STATE;
+    int32_t mine = status == HVD_OK ? INT32_MAX
+                                    : hvd__engine.rank * CODES + code,
             low = INT32_MAX;
     int agreed = ring_ctx_allreduce(hvd__ctx, &mine, &low, 1, RING_INT32,
                                     RING_MIN);
-    *first = (int)low;
+    *first = low == INT32_MAX ? INT32_MAX : low / CODES;
+    *why = low == INT32_MAX ? HVD_OK : -(low % CODES);
     return agreed;
 }
 
@@ -355,14 +360,14 @@ static int hvd__first_failed(int status, int *first)
  * then read it where it lies: ring_ctx_allreduce_registered_to), and a
  * rank whose device is out of memory must not leave the others waiting
  * for it there. On a failure anywhere every rank fails the group
- * (*shared = 1), naming the first rank that could not, and holds
- * neither: the ranks stay in step, and the next group tries again. The
+ * (*shared = 1) with the first failed rank's status, naming it, and
+ * holds neither: the ranks stay in step, and the next group tries again. The
  * result's buffer holds a group, not the threshold: groups are mostly
  * far smaller. */
 static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
                                 size_t total, int status, int *shared)
 {
-    int regrow = hvd__dev.fusion_cap < want, first;
+    int regrow = hvd__dev.fusion_cap < want, first, why;
     if (regrow) {
         int unregistered = ring_ctx_register(hvd__ctx, NULL, 0);
         if (status == HVD_OK) status = unregistered;
@@ -382,7 +387,7 @@ static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
             status == HVD_OK ? hvd__dev.fusion_cap : 0);
         if (status == HVD_OK) status = registered;
     }
-    int agreed = hvd__first_failed(status, &first);
+    int agreed = hvd__first_failed(status, &first, &why);
     if (agreed != RING_OK) return agreed;
     if (first == INT32_MAX) return HVD_OK;
     (void)ring_ctx_register(hvd__ctx, NULL, 0);
@@ -395,10 +400,10 @@ static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
     *shared = 1;
     hvd__log(HVD__LOG_ERROR, "rank %d could not make the device fusion "
              "buffers of %zu and %zu bytes (HVD_FUSION_THRESHOLD, or the "
-             "group's size when larger; and the group's), or failed before "
-             "(its message says why): this group fails on every rank",
-             first, want, total);
-    return status == HVD_OK ? HVD_ERR_NOMEM : status;
+             "group's size when larger; and the group's): %s (its message "
+             "says why): this group fails on every rank",
+             first, want, total, hvd_strerror(why));
+    return status == HVD_OK ? why : status;
 }
 
 /* status, of this rank's work before its call to ring on device tensors
@@ -414,7 +419,7 @@ static int hvd__before_ring(int status, int reaches, int *shared)
 {
     if (reaches)
         return status == HVD_OK ? HVD_OK : ring_ctx_give_up(hvd__ctx, status);
-    int first, agreed = hvd__first_failed(status, &first);
+    int first, why, agreed = hvd__first_failed(status, &first, &why);
     if (agreed != HVD_OK || first == INT32_MAX) return agreed;
     *shared = 1;
     if (status != HVD_OK) return status; /* its own message said why */

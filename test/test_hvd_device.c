@@ -517,10 +517,17 @@ static void test_fusion_oom(int who)
             HVD_OK);
     dev_copy(x, d, BIG, 0);
     expect_sum("oom.big", x, 40, BIG, size);
-    cap_memory(who, 1);
     char says[96];
     snprintf(says, sizeof says, "rank %d could not make the device fusion "
              "buffer", who);
+    /* A failure of another kind on the way (its wait for its stream, as
+     * a broken context's): every rank fails with that rank's status
+     * (HVD_ERR_NOMEM on the others before). */
+    if (rank == who) ring__dev_emu_fails(RING__EMU_FAIL_SYNCS);
+    TEST_SAYS(hvd_allreduce(d, d, SMALL, HVD_FLOAT32, HVD_SUM, "oom.sync"),
+              HVD_ERR_CUDA, says);
+    ring__dev_emu_fails(0);
+    cap_memory(who, 1);
     /* Twice: the engine goes on, and tries again. */
     for (int i = 0; i < 2; i++)
         TEST_SAYS(hvd_allreduce(d, d, SMALL, HVD_FLOAT32, HVD_SUM,
