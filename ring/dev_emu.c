@@ -60,7 +60,8 @@
 #include "ring/dev.h"
 #include "ring/ring_internal.h"
 
-/* The batched copy's grid, as the CUDA launcher would size it. */
+/* The batched copy's grid: at most a 16th of the CUDA launcher's blocks
+ * and a quarter of its threads, as the emulation runs them one by one. */
 enum { EMU_BATCH_BLOCKS = 64, EMU_BATCH_THREADS = 128 };
 enum { EMU_DELAY_MAX_US = 200 };
 
@@ -795,7 +796,7 @@ static int emu_zero(void *dst, size_t nbytes, ring_stream_t *s)
 static void emu_run_batch(emu_op_t *op)
 {
     size_t nblocks =
-        op->ncopies < EMU_BATCH_BLOCKS ? op->ncopies : EMU_BATCH_BLOCKS;
+        ring__copy_batch_blocks(op->copies, op->ncopies, EMU_BATCH_BLOCKS);
     for (size_t b = 0; b < nblocks; b++)
         for (size_t t = 0; t < EMU_BATCH_THREADS; t++)
             ring__copy_batch_thread(op->copies, op->ncopies, b, nblocks, t,

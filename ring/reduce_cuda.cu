@@ -282,16 +282,16 @@ struct ring_copy_batch_args {
 static_assert(sizeof(ring_copy_batch_args) + sizeof(size_t) <= 4096,
               "copy_batch's kernel parameters must fit in 4 KB");
 
-/* One block a copy (block b takes copies b, b + gridDim.x, ...), its
- * threads striding through it in 16-byte words where both sides are
- * aligned. */
+/* A block a chunk (ring/copy_batch.h), its threads striding through it in
+ * 16-byte words where both sides are aligned. */
 __global__ void ring_copy_batch_kernel(ring_copy_batch_args args, size_t n)
 {
     ring__copy_batch_thread(args.copies, n, blockIdx.x, gridDim.x,
                             threadIdx.x, blockDim.x);
 }
 
-enum { RING_COPY_THREADS = 512 };
+/* A grid of up to 1024 blocks covers the SMs of any GPU several times. */
+enum { RING_COPY_THREADS = 512, RING_COPY_BLOCKS = 1024 };
 
 /* ring_dev_t's convert: reduce_op.h's element, as the host loop runs it
  * (ring__convert_host). */
@@ -407,7 +407,9 @@ extern "C" int ring__copy_batch_cuda(const ring_copy_t *copies, size_t n,
         size_t len = n - at;
         if (len > RING_COPY_BATCH_LAUNCH) len = RING_COPY_BATCH_LAUNCH;
         memcpy(args.copies, copies + at, len * sizeof(ring_copy_t));
-        ring_copy_batch_kernel<<<(unsigned)len, RING_COPY_THREADS, 0,
+        unsigned nblocks = (unsigned)ring__copy_batch_blocks(
+            args.copies, len, RING_COPY_BLOCKS);
+        ring_copy_batch_kernel<<<nblocks, RING_COPY_THREADS, 0,
                                  (cudaStream_t)stream>>>(args, len);
         RING_CHECK_LAUNCH(cudaGetLastError(), "ring_copy_batch_kernel<<<>>>");
     }

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "ring/copy_batch.h"
 #include "ring/dev.h"
 #include "ring/ring_internal.h"
 #include "test/capture.h"
@@ -266,6 +267,60 @@ static void test_copy_batch(void)
     free(got);
 }
 
+/* copy_batch's body (ring/copy_batch.h) on host memory, run for every
+ * thread of grids of many shapes, the CUDA launcher's among them: copies
+ * of several chunks, of one, of a chunk's size, none, aligned or not; the
+ * result is memcpy's, and the bytes between copies are left alone. And a
+ * large copy is spread over the blocks: block 1 of 4 alone copies the
+ * first copy's second chunk, not its first (with a block a copy, as
+ * before, block 1 copied the second copy and the grids still passed). */
+static void test_copy_batch_grids(void)
+{
+    enum { CHUNK = RING__COPY_CHUNK, NCOPIES = 9, SLAB = 12 * CHUNK };
+    static const size_t sizes[NCOPIES] = {
+        3 * CHUNK + 5, CHUNK, 0, CHUNK - 1, 17, 2 * CHUNK, 1, 4096, 33};
+    static const size_t grids[][2] = {{1, 1},   {1, 512}, {3, 5},
+                                      {7, 32},  {13, 7},  {64, 128},
+                                      {1024, 512}};
+    unsigned char *src = malloc(SLAB), *dst = malloc(SLAB),
+                  *want = malloc(SLAB);
+    ring_copy_t copies[NCOPIES];
+    size_t at = 0, chunks = 0;
+    for (size_t i = 0; i < SLAB; i++) src[i] = (unsigned char)rnd();
+    memset(want, 0xab, SLAB);
+    for (size_t c = 0; c < NCOPIES; c++) {
+        size_t from = (rnd() % (SLAB - sizes[c])) & ~(size_t)(c % 2 ? 0 : 15);
+        at = c % 2 ? at + 3 : (at + 15) & ~(size_t)15;
+        copies[c] = (ring_copy_t){dst + at, src + from, sizes[c]};
+        memcpy(want + at, src + from, sizes[c]);
+        at += sizes[c];
+        chunks += ring__copy_chunks(sizes[c]);
+    }
+    TEST_TRUE(at <= SLAB);
+    TEST_EQ(ring__copy_batch_blocks(copies, NCOPIES, 1024), chunks);
+    TEST_EQ(ring__copy_batch_blocks(copies, NCOPIES, 4), (size_t)4);
+    TEST_EQ(ring__copy_batch_blocks(copies, 0, 4), (size_t)1);
+    for (size_t g = 0; g < sizeof grids / sizeof *grids; g++) {
+        memset(dst, 0xab, SLAB);
+        for (size_t b = 0; b < grids[g][0]; b++)
+            for (size_t t = 0; t < grids[g][1]; t++)
+                ring__copy_batch_thread(copies, NCOPIES, b, grids[g][0], t,
+                                        grids[g][1]);
+        if (memcmp(dst, want, SLAB) != 0)
+            TEST_FAIL("copy_batch's body over %zu blocks of %zu threads: "
+                      "not memcpy's bytes", grids[g][0], grids[g][1]);
+    }
+    memset(dst, 0xab, SLAB);
+    for (size_t t = 0; t < 64; t++)
+        ring__copy_batch_thread(copies, NCOPIES, 1, 4, t, 64);
+    size_t first = (size_t)((unsigned char *)copies[0].dst - dst);
+    TEST_EQ(memcmp(dst + first, want + first, CHUNK) != 0, 1);
+    TEST_EQ(memcmp(dst + first + CHUNK, want + first + CHUNK, CHUNK), 0);
+    free(src);
+    free(dst);
+    free(want);
+}
+
 /* Values that make sense in every dtype: small, some fractional. */
 static void fill(void *buf, size_t count, ring_dtype_t dtype)
 {
@@ -508,6 +563,7 @@ int main(int argc, char **argv)
     test_order();
     test_two_streams();
     test_copy_batch();
+    test_copy_batch_grids();
     test_reductions();
     test_convert();
     test_event_query();
