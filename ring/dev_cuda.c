@@ -297,19 +297,21 @@ static void ring__cuda_find_range(void)
     ring__cuda_range = (ring__range_fn)fn;
 }
 
-/* How far into its allocation p lies, into *offset (0 where that cannot
- * be told). */
-static void ring__cuda_offset(void *p, size_t *offset)
+/* How far into its allocation p lies, into *offset; 0 where that cannot
+ * be told (no entry point, or the driver's error). */
+static int ring__cuda_offset(void *p, size_t *offset)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     CUdeviceptr base = 0;
     size_t nbytes = 0;
     pthread_once(&once, ring__cuda_find_range);
     *offset = 0;
-    if (ring__cuda_range &&
-        ring__cuda_range(&base, &nbytes, (CUdeviceptr)(uintptr_t)p) ==
+    if (!ring__cuda_range ||
+        ring__cuda_range(&base, &nbytes, (CUdeviceptr)(uintptr_t)p) !=
             CUDA_SUCCESS)
-        *offset = (size_t)((uintptr_t)p - (uintptr_t)base);
+        return 0;
+    *offset = (size_t)((uintptr_t)p - (uintptr_t)base);
+    return 1;
 }
 
 static int ring__cuda_ipc_export(void *p, ring_ipc_handle_t *h)
@@ -319,8 +321,15 @@ static int ring__cuda_ipc_export(void *p, ring_ipc_handle_t *h)
     size_t offset;
     memset(h, 0, sizeof *h);
     /* A handle opens the whole allocation, at its start: the others would
-     * read from there, not from p. */
-    ring__cuda_offset(p, &offset);
+     * read from there, not from p; where that cannot be told, nothing is
+     * exported (the ranks stage instead) rather than risk it. */
+    if (!ring__cuda_offset(p, &offset)) {
+        ring__log("ipc_export: where %p's allocation starts cannot be told "
+                  "(the driver's cuMemGetAddressRange %s): not exported, as "
+                  "CUDA IPC opens an allocation at its start",
+                  p, ring__cuda_range ? "failed" : "was not found");
+        return RING_ERR_CUDA;
+    }
     if (offset > 0) {
         ring__log("ipc_export: %p is not the start of its allocation (%zu "
                   "bytes in): CUDA IPC opens an allocation at its start",

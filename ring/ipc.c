@@ -215,11 +215,22 @@ void ring__ipc_free(ring__ipc_t **ipcp)
     *ipcp = NULL;
 }
 
+/* Whether h is no handle: all zeros, what a rank that could not export
+ * or make its event sends (its own log says why), which the others do
+ * not try to open (CUDA leaves opening one undefined). */
+static int ring__ipc_none(const ring_ipc_handle_t *h)
+{
+    for (size_t i = 0; i < sizeof h->bytes; i++)
+        if (h->bytes[i]) return 0;
+    return 1;
+}
+
 /* Collective: every rank's `mine` (device memory, the start of an
  * allocation; NULL when this rank already failed, with status saying
  * why) into maps[r], opened here; maps[rank] = mine. RING_OK, or this
- * rank's first failure (logged): then the caller drops the exchange on
- * every rank. */
+ * rank's first failure (logged; RING_ERR_STATE, unlogged, for another
+ * rank's missing handle): then the caller drops the exchange on every
+ * rank. */
 static int ring__ipc_exchange(ring__ipc_t *ipc, char *mine, int status,
                               char **maps)
 {
@@ -235,7 +246,9 @@ static int ring__ipc_exchange(ring__ipc_t *ipc, char *mine, int status,
     if (maps) maps[ipc->rank] = mine;
     for (int r = 0; status == RING_OK && maps && r < ipc->size; r++)
         if (r != ipc->rank)
-            status = ipc->dev->ipc_open(&all[r], (void **)&maps[r]);
+            status = ring__ipc_none(&all[r])
+                         ? RING_ERR_STATE
+                         : ipc->dev->ipc_open(&all[r], (void **)&maps[r]);
     free(all);
     return status;
 }
@@ -252,7 +265,8 @@ static int ring__ipc_all(ring__ipc_t *ipc, int ok, int *all_ok)
 /* Collective: this rank's interprocess events made, their handles
  * exchanged, and the others' opened (status: this rank's failure so far,
  * which it still takes part with). RING_OK, or this rank's first
- * failure (logged). */
+ * failure (logged; RING_ERR_STATE, unlogged, for another rank's missing
+ * handle). */
 static int ring__ipc_events(ring__ipc_t *ipc, int status)
 {
     enum { NEV = RING__IPC_NEVENTS };
@@ -273,8 +287,10 @@ static int ring__ipc_events(ring__ipc_t *ipc, int status)
         status = RING_ERR_MPI;
     for (int r = 0; status == RING_OK && r < ipc->size; r++)
         for (int e = 0; status == RING_OK && e < NEV && r != mine; e++)
-            status = ipc->dev->ipc_event_open(&all[NEV * r + e],
-                                              &ipc->ev[e][r]);
+            status = ring__ipc_none(&all[NEV * r + e])
+                         ? RING_ERR_STATE
+                         : ipc->dev->ipc_event_open(&all[NEV * r + e],
+                                                    &ipc->ev[e][r]);
     free(all);
     return status;
 }

@@ -512,18 +512,21 @@ static void test_registered_done(int to, size_t count)
  * would read other bytes than this rank's buffer. The export is refused,
  * saying so, and every rank reduces it the unregistered way, the host
  * path's bits. (The emulated device always refused it; CUDA's export
- * went through, its wrong bits wait for a GPU to be seen.) */
+ * went through, its wrong bits wait for a GPU to be seen.) Rank 0's
+ * alone: the others, whose buffers start their allocations, do not try
+ * to open the handle it could not make, and say nothing (before, each
+ * logged its failed open). */
 static void test_registered_interior(void)
 {
     const call_t k = {3001, RING_FLOAT32, RING_SUM, 0, 0};
     size_t nbytes = k.count * sizeof(float), skip = 256;
-    char *alloc = dev_alloc(nbytes + skip), *reg = alloc + skip;
+    char *alloc = dev_alloc(nbytes + skip), *reg = alloc + (rank ? 0 : skip);
     char *in = filled(k.count, k.dtype, k.op, rank), *want = malloc(nbytes);
     char *got = malloc(nbytes);
     name_case("allreduce_registered interior", &k, 1, 0);
     expect_ok(run_allreduce(in, want, (void *)&k), "host call");
     TEST_SAYS(ring_ctx_register(ctx, reg, nbytes), RING_OK,
-              ctx->ipc ? "is not the start of" : NULL);
+              ctx->ipc && rank == 0 ? "is not the start of" : NULL);
     dev_copy(reg, in, nbytes);
     expect_ok(ring_ctx_allreduce_registered(ctx, k.count, k.dtype, k.op,
                                             NULL, NULL),
