@@ -181,7 +181,8 @@ typedef struct {
 
     /* ---- within a node: one process's allocation opened by another ---- */
     /* p must be the start of an allocation (refused otherwise: a handle
-     * opens the allocation at its start). */
+     * opens the allocation at its start). A failed export, or event
+     * made, leaves *h all zeros, which no handle is (ring/ipc.c). */
     int (*ipc_export)(void *p, ring_ipc_handle_t *h);
     int (*ipc_open)(const ring_ipc_handle_t *h, void **p);
     int (*ipc_close)(void *p);
