@@ -33,7 +33,7 @@ typedef struct __attribute__((aligned(16))) {
 /* The chunks of a copy of nbytes. */
 RING_HD size_t ring__copy_chunks(size_t nbytes)
 {
-    return (nbytes + RING__COPY_CHUNK - 1) / RING__COPY_CHUNK;
+    return nbytes / RING__COPY_CHUNK + (nbytes % RING__COPY_CHUNK != 0);
 }
 
 /* The grid for a batch: a block a chunk, one at least, max_blocks at

@@ -1014,6 +1014,7 @@ enum { EMU_IPC_MAGIC = 0x68766465 }; /* "hvde" */
 static int emu_ipc_export(void *p, ring_ipc_handle_t *h)
 {
     emu_ipc_t ipc = {.magic = EMU_IPC_MAGIC, .pid = (int32_t)getpid()};
+    memset(h, 0, sizeof(*h));
     pthread_mutex_lock(&emu.lock);
     emu_region_t *r = emu_find(p);
     int start = r && r->base == p && !r->opened;
@@ -1028,7 +1029,6 @@ static int emu_ipc_export(void *p, ring_ipc_handle_t *h)
                   p);
         return RING_ERR_ARG;
     }
-    memset(h, 0, sizeof(*h));
     memcpy(h->bytes, &ipc, sizeof(ipc));
     return RING_OK;
 }

@@ -167,7 +167,8 @@ int main(int argc, char **argv)
     size_t nbytes = (size_t)(1 + size) * COUNT * sizeof(int32_t);
     size_t slot_bytes = COUNT * sizeof(int32_t);
     int32_t *host = malloc(slot_bytes), *back = malloc(nbytes);
-    ring_ipc_handle_t own, *all = malloc((size_t)size * sizeof(*all));
+    ring_ipc_handle_t own, none, zeros = {{0}},
+                           *all = malloc((size_t)size * sizeof(*all));
     void **peer = calloc((size_t)size, sizeof(*peer));
     char *mem = NULL;
     ring_stream_t *s;
@@ -178,7 +179,10 @@ int main(int argc, char **argv)
     DEV_OK(dev->copy(mem, host, slot_bytes, s));
     DEV_OK(dev->stream_sync(s));
     DEV_OK(dev->ipc_export(mem, &own));
-    TEST_EQ(dev->ipc_export(mem + 4, &own), RING_ERR_ARG);
+    /* refused, leaving no handle: all zeros (ring.h), as CUDA's */
+    memset(&none, 0x5a, sizeof none);
+    TEST_EQ(dev->ipc_export(mem + 4, &none), RING_ERR_ARG);
+    TEST_EQ(memcmp(&none, &zeros, sizeof none), 0);
     TEST_EQ(dev->ipc_open(&own, &peer[rank]), RING_ERR_ARG); /* own */
     MPI_CHECK(MPI_Allgather(&own, sizeof(own), MPI_BYTE, all, sizeof(own),
                             MPI_BYTE, MPI_COMM_WORLD));
