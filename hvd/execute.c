@@ -361,9 +361,9 @@ static int hvd__first_failed(int status, int *first, int *why)
  * rank whose device is out of memory must not leave the others waiting
  * for it there. On a failure anywhere every rank fails the group
  * (*shared = 1) with the first failed rank's status, naming it, and
- * holds neither: the ranks stay in step, and the next group tries again. The
- * result's buffer holds a group, not the threshold: groups are mostly
- * far smaller. */
+ * holds neither: the ranks stay in step, and the next group tries again.
+ * The result's buffer holds a group, not the threshold: groups are
+ * mostly far smaller. */
 static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
                                 size_t total, int status, int *shared)
 {
@@ -413,8 +413,9 @@ static int hvd__dev_fusion_grow(const ring_dev_t *dev, size_t want,
  * ring_ctx_give_up_reaches), it does so (ring_ctx_give_up; from then on
  * the device collectives within the node fail on every rank). Elsewhere
  * (over MPI: a small group, ranks on several nodes, a tensor alone,
- * HVD_RING_CHECK's agreements; a rank alone) the ranks agree on it first: on a failure anywhere every rank fails the
- * group (*shared = 1), naming the first rank that failed, and goes on. */
+ * HVD_RING_CHECK's agreements; a rank alone) the ranks agree on it
+ * first: on a failure anywhere every rank fails the group (*shared = 1),
+ * naming the first rank that failed, and goes on. */
 static int hvd__before_ring(int status, int reaches, int *shared)
 {
     if (reaches)

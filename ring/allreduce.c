@@ -170,18 +170,26 @@ static ring__ar_t ring__allreduce_decide(const ring__coll_t *c)
     return RING__AR_RING;
 }
 
+/* ring__allreduce_decide for an allreduce of count elements of esize
+ * bytes through ctx, as its opening would set it up (*c); -1 where ctx
+ * or MPI cannot tell. */
+static int ring__allreduce_choice(ring_ctx_t *ctx, size_t count,
+                                  size_t esize, ring__coll_t *c)
+{
+    *c = (ring__coll_t){.ctx = ctx, .count = count, .esize = esize};
+    if (!ctx || ring__tuning(&c->tuning) != RING_OK ||
+        MPI_Comm_size(ctx->comm, &c->size) != MPI_SUCCESS)
+        return -1;
+    c->algo = c->tuning->algo;
+    return (int)ring__allreduce_decide(c);
+}
+
 const char *ring_ctx_allreduce_algo(ring_ctx_t *ctx, size_t count,
                                     ring_dtype_t dtype)
 {
-    const ring__tuning_t *tuning;
-    int size;
-    if (!ctx || ring__tuning(&tuning) != RING_OK ||
-        MPI_Comm_size(ctx->comm, &size) != MPI_SUCCESS)
-        return NULL;
-    ring__coll_t c = {.ctx = ctx, .size = size, .count = count,
-                      .esize = ring_dtype_size(dtype), .algo = tuning->algo,
-                      .tuning = tuning};
-    return ring__allreduce_algos[ring__allreduce_decide(&c)].name;
+    ring__coll_t c;
+    int ar = ring__allreduce_choice(ctx, count, ring_dtype_size(dtype), &c);
+    return ar < 0 ? NULL : ring__allreduce_algos[ar].name;
 }
 
 /* An opened allreduce of more than one rank, by the table. */
@@ -299,17 +307,6 @@ out:
     return status;
 }
 
-/* An allreduce call of kind, before its opening. */
-static ring__coll_t ring__allreduce_call(ring_ctx_t *ctx, const char *func,
-                                         ring__kind_t kind, ring_algo_t algo,
-                                         size_t count, ring_dtype_t dtype,
-                                         ring_op_t op)
-{
-    return (ring__coll_t){.func = func, .kind = kind, .ctx = ctx,
-                          .count = count, .dtype = dtype, .op = op,
-                          .algo = algo};
-}
-
 /* Whether a device allreduce of nbytes through ctx (plain, or registered
  * with its result in device memory) goes through the node's device window
  * alone, where a rank that does not come is waited for: the window open
@@ -319,15 +316,10 @@ static ring__coll_t ring__allreduce_call(ring_ctx_t *ctx, const char *func,
  * answers alike. */
 static int ring__window_alone(ring_ctx_t *ctx, size_t nbytes)
 {
-    ring__coll_t c = ring__allreduce_call(ctx, "ring__window_alone",
-                                          RING__ALLREDUCE, RING_ALGO_AUTO,
-                                          nbytes, RING_UINT8, RING_SUM);
-    if (!ctx || !ctx->ipc || ring__tuning(&c.tuning) != RING_OK ||
-        MPI_Comm_size(ctx->comm, &c.size) != MPI_SUCCESS)
-        return 0;
-    c.esize = 1;
-    return c.size > 1 && !c.tuning->check && c.tuning->ipc &&
-           ring__allreduce_decide(&c) == RING__AR_SHM;
+    ring__coll_t c;
+    return ctx && ctx->ipc &&
+           ring__allreduce_choice(ctx, nbytes, 1, &c) == RING__AR_SHM &&
+           c.size > 1 && !c.tuning->check && c.tuning->ipc;
 }
 
 /* ---- entry points ---- */
@@ -344,7 +336,6 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
      * they are told there. The window then fails every later call, also
      * where every rank refused this one alike. */
     if (status == RING_ERR_CUDA &&
-        (c.kind == RING__ALLREDUCE || c.kind == RING__ALLREDUCE_REGISTERED) &&
         ring__window_alone(c.ctx, count * ring_dtype_size(c.dtype)))
         ring_ctx_give_up(c.ctx, status);
     if (status != RING_OK) goto out;
@@ -370,6 +361,17 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
     if (status == RING_OK) status = ring__allreduce_done(&c, sendbuf, recvbuf);
 out:
     return ring__end(&c, status);
+}
+
+/* An allreduce call of kind, before its opening. */
+static ring__coll_t ring__allreduce_call(ring_ctx_t *ctx, const char *func,
+                                         ring__kind_t kind, ring_algo_t algo,
+                                         size_t count, ring_dtype_t dtype,
+                                         ring_op_t op)
+{
+    return (ring__coll_t){.func = func, .kind = kind, .ctx = ctx,
+                          .count = count, .dtype = dtype, .op = op,
+                          .algo = algo};
 }
 
 int ring_ctx_allreduce(ring_ctx_t *ctx, const void *sendbuf, void *recvbuf,

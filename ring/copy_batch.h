@@ -42,7 +42,8 @@ RING_HD size_t ring__copy_batch_blocks(const ring_copy_t *copies, size_t n,
                                        size_t max_blocks)
 {
     size_t chunks = 0;
-    for (size_t c = 0; c < n; c++) chunks += ring__copy_chunks(copies[c].nbytes);
+    for (size_t c = 0; c < n; c++)
+        chunks += ring__copy_chunks(copies[c].nbytes);
     return chunks < 1 ? 1 : chunks < max_blocks ? chunks : max_blocks;
 }
 
@@ -67,7 +68,8 @@ RING_HD void ring__copy_batch_thread(const ring_copy_t *copies, size_t n,
 {
     size_t first = 0; /* the batch's index of copies[c]'s first chunk */
     for (size_t c = 0; c < n; c++) {
-        size_t nbytes = copies[c].nbytes, end = first + ring__copy_chunks(nbytes);
+        size_t nbytes = copies[c].nbytes;
+        size_t end = first + ring__copy_chunks(nbytes);
         /* This block's first chunk from there on. */
         size_t k = first + (block + nblocks - first % nblocks) % nblocks;
         for (; k < end; k += nblocks) {
