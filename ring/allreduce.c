@@ -421,8 +421,9 @@ int ring_ctx_register(ring_ctx_t *ctx, void *buf, size_t nbytes)
     ctx->registered = nbytes > 0 ? buf : NULL;
     ctx->registered_bytes = ctx->registered ? nbytes : 0;
     /* The window's device twin: where device allreduces take it. Every
-     * rank decides alike (the context and the tuning agree). */
-    if (!dev || !ctx->shm || !tuning->ipc || size < 2) goto out;
+     * rank decides alike (the context and the tuning agree); a rank
+     * without a device takes part, and the twin is then made nowhere. */
+    if (!ctx->shm || !tuning->ipc || size < 2) goto out;
     RING_CHECK(ring__ipc_of(ctx, dev, tuning, &ipc));
     /* Only device memory is opened by the others: host memory registers
      * nothing there (as a rank that cannot export), without a failed

@@ -205,7 +205,7 @@ void ring__ipc_free(ring__ipc_t **ipcp)
         if (!pass && ipc->comm != MPI_COMM_NULL) MPI_Barrier(ipc->comm);
     }
     for (int e = 0; e < RING__IPC_NEVENTS; e++) free(ipc->ev[e]);
-    ipc->dev->stream_destroy(ipc->stream);
+    if (ipc->stream) ipc->dev->stream_destroy(ipc->stream);
     ring_ctx_free(&ipc->across);
     ring_shm_free(&ipc->flags);
     free(ipc->ctl);
@@ -331,8 +331,12 @@ int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
     ipc->ctl = calloc((size_t)ipc->size, sizeof *ipc->ctl);
     for (int r = 0; ipc->ctl && r < ipc->size; r++)
         ipc->ctl[r] = ring__shm_ctl(ipc->flags, r);
-    ok = ipc->ctl && ipc->size <= RING_DEV_MAX_INPUTS &&
-         ring__ipc_open(ipc) == RING_OK;
+    /* The open is collective on the node: every rank takes part, or
+     * none does where one cannot (a rank without a device, as on nodes
+     * of mixed ranks). */
+    RING_CHECK(ring__ipc_all(
+        ipc, dev && ipc->ctl && ipc->size <= RING_DEV_MAX_INPUTS, &ok));
+    ok = ok && ring__ipc_open(ipc) == RING_OK;
     /* Every rank of every node takes the window or none does: a rank
      * alone on it would wait for the others at its first barrier, and
      * nodes that went different ways would cut different messages. */
@@ -364,7 +368,8 @@ int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
             rank == 0)
             ring__log("info: device allreduces within the node stage "
                       "through host memory: %s IPC could not open every "
-                      "rank's device memory and events", dev->name);
+                      "rank's device memory and events",
+                      dev ? dev->name : "device");
     }
     *out = ctx->ipc;
     return RING_OK;

@@ -385,9 +385,10 @@ int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,
  * (CUDA IPC), so that ring_ctx_allreduce_registered reduces them where
  * they lie, without copying them in first: hvd registers its device
  * fusion buffer. RING_OK also where nothing can be opened (host memory,
- * no shared window, a rank that cannot export, a buffer that is not the
- * start of its allocation, logged: CUDA IPC opens an allocation at its
- * start): the calls then take ring_ctx_allreduce's way. The buffer must outlive its registration;
+ * no shared window, a rank that cannot export, a rank without a device,
+ * a buffer that is not the start of its allocation, logged: CUDA IPC
+ * opens an allocation at its start): the calls then take
+ * ring_ctx_allreduce's way. The buffer must outlive its registration;
  * once the next ring_ctx_register returns, no rank's call reads the
  * earlier one any more (a registered call with a done event may return
  * before its work is through: this waits for it). */

@@ -39,7 +39,10 @@
  *     of waiting for it forever: the broadcast and a small group over
  *     MPI, after each of which all go on, then a group through ring's
  *     window, after which the engines stop (with --check 1, which sets
- *     HVD_RING_CHECK=1, and at one rank, all go on after it too).
+ *     HVD_RING_CHECK=1, and at one rank, all go on after it too);
+ *   - with --no-device R (alone, the others on the emulated device):
+ *     rank R has no device and joins at once; the others' device
+ *     collectives fail on every rank, naming it, and all go on.
  *
  * Device memory is only touched through the device's copies, so the guard
  * mode faults on any host access hvd makes. Options: --emulate MODE sets
@@ -562,6 +565,42 @@ static void test_joined_oom(int who)
     device_allreduce_works("oom.joined.after");
 }
 
+/* ---- a rank without a device ---- */
+
+/* Rank `who` has no device (a node without one) and joins at once; the
+ * others' device collectives need its zeros on a device, fused, alone
+ * and broadcast: each fails on every rank, naming it, twice (the engine
+ * goes on), instead of leaving the others waiting for it in ring. Then
+ * all join, and a host allreduce works everywhere. */
+static void test_no_device(int who)
+{
+    enum { SMALL = 64, BIG = (2 << 20) / sizeof(float) };
+    if (rank != who) {
+        float *d = dev_alloc(BIG);
+        char fused[64], alone[64];
+        snprintf(fused, sizeof fused, "rank %d could not make the device "
+                 "fusion", who);
+        snprintf(alone, sizeof alone, "rank %d failed before its part", who);
+        for (int i = 0; i < 2; i++) {
+            TEST_SAYS(hvd_allreduce(d, d, SMALL, HVD_FLOAT32, HVD_SUM,
+                                    "nodev.small"),
+                      HVD_ERR_STATE, fused);
+            TEST_SAYS(hvd_allreduce(d, d, BIG, HVD_FLOAT32, HVD_SUM,
+                                    "nodev.big"),
+                      HVD_ERR_STATE, alone);
+            TEST_SAYS(hvd_broadcast(d, SMALL, HVD_FLOAT32, who ? 0 : 1,
+                                    "nodev.bcast"),
+                      HVD_ERR_STATE, alone);
+        }
+        dev->release(d);
+    }
+    TEST_EQ(hvd_join(), HVD_OK);
+    float x = (float)rank, sum = 0;
+    TEST_EQ(hvd_allreduce(&x, &sum, 1, HVD_FLOAT32, HVD_SUM, "nodev.host"),
+            HVD_OK);
+    TEST_EQ(sum, (float)(size * (size - 1) / 2));
+}
+
 /* ---- a rank whose copies fail ---- */
 
 /* Rank `who`'s tensor of n is shorter than the call, which the emulated
@@ -707,7 +746,7 @@ static void check_timeline(const char *path)
 
 int main(int argc, char **argv)
 {
-    int oom = -1, pack_fails = -1, check = 0;
+    int oom = -1, pack_fails = -1, check = 0, no_device = -1;
     for (int i = 1; i + 1 < argc; i += 2)
         if (strcmp(argv[i], "--emulate") == 0) {
             setenv("HVD_DEVICE_EMULATE", argv[i + 1], 1);
@@ -717,12 +756,28 @@ int main(int argc, char **argv)
             setenv("HVD_FUSION_THRESHOLD", OOM_THRESHOLD, 1);
         } else if (strcmp(argv[i], "--pack-fails") == 0) {
             pack_fails = atoi(argv[i + 1]);
+        } else if (strcmp(argv[i], "--no-device") == 0) {
+            no_device = atoi(argv[i + 1]);
+            setenv("HVD_FUSION_THRESHOLD", "1M", 1);
         } else if (strcmp(argv[i], "--check") == 0) {
             check = atoi(argv[i + 1]);
             setenv("HVD_RING_CHECK", argv[i + 1], 1);
         }
+    /* MPI first, to tell that rank which it is before ring_dev's look;
+     * on a GPU node it sees none either. */
+    int deviceless = 0;
+    if (no_device >= 0) {
+        int provided, world;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        MPI_Comm_rank(MPI_COMM_WORLD, &world);
+        deviceless = world == no_device;
+        if (deviceless) {
+            unsetenv("HVD_DEVICE_EMULATE");
+            setenv("CUDA_VISIBLE_DEVICES", "", 1);
+        }
+    }
     dev = ring_dev();
-    if (!dev) TEST_SKIP("no device: neither a GPU nor HVD_DEVICE_EMULATE");
+    if (!dev && !deviceless) TEST_SKIP("no device: neither a GPU nor HVD_DEVICE_EMULATE");
     if ((oom >= 0 || pack_fails >= 0) && dev != &ring__dev_emulated)
         TEST_SKIP("--fusion-oom and --pack-fails need the emulated device");
     /* Only rank 0 writes the timeline; each rank names a file of its own,
@@ -735,6 +790,14 @@ int main(int argc, char **argv)
     MPI_Comm oracle;
     int status = test_hvd_start(&argc, &argv, &oracle, &rank, &size);
     if (status != 0) return status;
+    if (no_device >= 0) {
+        test_no_device(no_device);
+        unlink(path);
+        status = test_hvd_finish("test_hvd_device --no-device", &oracle,
+                                 rank, size);
+        MPI_Finalize(); /* the test started it */
+        return status;
+    }
     if (dev->stream_create(&stream) != RING_OK) return TEST_HARD_ERROR;
     if (oom >= 0 || pack_fails >= 0) {
         if (oom >= 0) {
