@@ -315,10 +315,16 @@ static int ring__ipc_open(ring__ipc_t *ipc)
 int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
                      size_t half_bytes, ring__ipc_t **out)
 {
-    int status = RING_OK, ok, all_ok;
+    int status = RING_OK, ok, all_ok, has = dev != NULL, any, rank;
     int hier = ctx->cross != MPI_COMM_NULL;
-    ring__ipc_t *ipc = calloc(1, sizeof *ipc);
+    ring__ipc_t *ipc = NULL;
     *out = NULL;
+    /* Every rank takes part, one without a device too (nodes of mixed
+     * ranks); where none has one, nothing is made or said. */
+    RING_CHECK_MPI(MPI_Allreduce(&has, &any, 1, MPI_INT, MPI_MAX, ctx->comm));
+    if (!any) goto out;
+    RING_CHECK_MPI(MPI_Comm_rank(ctx->comm, &rank));
+    ipc = calloc(1, sizeof *ipc);
     if (!ipc) return RING_ERR_NOMEM;
     ipc->dev = dev;
     ipc->half_bytes = half_bytes;
@@ -332,17 +338,23 @@ int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
     for (int r = 0; ipc->ctl && r < ipc->size; r++)
         ipc->ctl[r] = ring__shm_ctl(ipc->flags, r);
     /* The open is collective on the node: every rank takes part, or
-     * none does where one cannot (a rank without a device, as on nodes
-     * of mixed ranks). */
+     * none does where one cannot. */
     RING_CHECK(ring__ipc_all(
-        ipc, dev && ipc->ctl && ipc->size <= RING_DEV_MAX_INPUTS, &ok));
+        ipc, has && ipc->ctl && ipc->size <= RING_DEV_MAX_INPUTS, &ok));
     ok = ok && ring__ipc_open(ipc) == RING_OK;
     /* Every rank of every node takes the window or none does: a rank
      * alone on it would wait for the others at its first barrier, and
      * nodes that went different ways would cut different messages. */
     RING_CHECK_MPI(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN,
                                  ctx->comm));
-    if (!all_ok) goto out;
+    if (!all_ok) {
+        if (rank == 0)
+            ring__log("info: device allreduces within the node stage "
+                      "through host memory: %s IPC could not open every "
+                      "rank's device memory and events (or a rank has no "
+                      "device)", dev ? dev->name : "device");
+        goto out;
+    }
     if (hier) {
         ring_ctx_opts_t over_mpi = {.intranode = RING_INTRANODE_RING};
         RING_CHECK(ring_ctx_create(ctx->cross, &over_mpi, &ipc->across));
@@ -363,13 +375,6 @@ int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
         int status = ring__ipc_create(ctx, dev, half ? half : 256,
                                       &ctx->ipc);
         if (status != RING_OK) return status;
-        int rank;
-        if (!ctx->ipc && MPI_Comm_rank(ctx->comm, &rank) == MPI_SUCCESS &&
-            rank == 0)
-            ring__log("info: device allreduces within the node stage "
-                      "through host memory: %s IPC could not open every "
-                      "rank's device memory and events",
-                      dev ? dev->name : "device");
     }
     *out = ctx->ipc;
     return RING_OK;

@@ -413,8 +413,9 @@ void ring__stage_free(ring__stage_t **stage);
  * else all of ctx's ranks) every rank's device slab of two halves of
  * half_bytes, opened by the node's others, and across nodes a context
  * over ctx->cross. *ipc is NULL on every rank when any rank could not
- * export or open (the caller then stages). RING_ERR_MPI when the
- * exchange itself fails. */
+ * export or open, or has no device (dev NULL: it takes part all the
+ * same), logged at rank 0, or when no rank has one, quietly (the caller
+ * then stages). RING_ERR_MPI when the exchange itself fails. */
 int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
                      size_t half_bytes, ring__ipc_t **ipc);
 /* ctx's window, made by its first device allreduce or registration
