@@ -665,8 +665,8 @@ static void test_ctx(ring_intranode_t intranode, const size_t *counts,
      * node's process has a device: the case is not there). */
     if (!ring_dev()) {
         static char not_an_event;
-        expect_status(ring_ctx_register(ctx, x, sizeof x),
-                      "ring_ctx_register");
+        /* Where no rank has a device, no device window is made: quietly. */
+        TEST_SAYS(ring_ctx_register(ctx, x, sizeof x), RING_OK, NULL);
         TEST_SAYS(ring_ctx_allreduce_registered(
                       ctx, 4, RING_FLOAT32, RING_SUM,
                       (ring_event_t *)(void *)&not_an_event, NULL),
