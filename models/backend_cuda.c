@@ -41,31 +41,53 @@ static pthread_once_t open_once = PTHREAD_ONCE_INIT;
 /* ---- errors ---- */
 
 static atomic_int first_error = MODEL_OK;
+static atomic_flag reported = ATOMIC_FLAG_INIT;
 
-static void note_failure(void)
+/* A failure, kept for the next call that returns a status (cuDNN's
+ * paths say theirs: models/conv_cudnn.c). */
+static void note_error(void)
 {
     int none = MODEL_OK;
     atomic_compare_exchange_strong(&first_error, &none, MODEL_ERR_CUDA);
 }
 
-static void note_cuda(cudaError_t err)
+/* The process's first failure also goes to stderr, naming the call and
+ * CUDA's or cuBLAS's text, as conv_cudnn.c's do: a status alone does not
+ * say what broke on a GPU node's first run. call: the call's text, of
+ * which the name is shown. */
+static void note_failure(const char *call, int line, const char *why)
+{
+    note_error();
+    if (!atomic_flag_test_and_set(&reported))
+        fprintf(stderr, "models: CUDA: %.*s (models/backend_cuda.c:%d): %s\n",
+                (int)strcspn(call, "( "), call, line, why);
+}
+
+static void note_cuda_at(cudaError_t err, const char *call, int line)
 {
     if (err == cudaSuccess) return;
     (void)cudaGetLastError(); /* not to be reported again by a launch */
-    note_failure();
+    note_failure(call, line, cudaGetErrorString(err));
 }
 
-static void note_blas(cublasStatus_t st)
+static void note_blas_at(cublasStatus_t st, const char *call, int line)
 {
-    if (st != CUBLAS_STATUS_SUCCESS) note_failure();
+    if (st != CUBLAS_STATUS_SUCCESS)
+        note_failure(call, line, cublasGetStatusString(st));
 }
 
-/* The first failure since the last call, or this call's own. */
-static int take_error(cudaError_t err)
+#define note_cuda(call) note_cuda_at((call), #call, __LINE__)
+#define note_blas(call) note_blas_at((call), #call, __LINE__)
+
+/* The first failure since the last call, or this call's own (err, of
+ * the calls of the function named). */
+static int take_error_at(cudaError_t err, const char *func, int line)
 {
-    note_cuda(err);
+    note_cuda_at(err, func, line);
     return atomic_exchange(&first_error, MODEL_OK);
 }
+
+#define take_error(err) take_error_at((err), __func__, __LINE__)
 
 /* ---- memory ---- */
 
@@ -329,7 +351,7 @@ static void cuda_conv2d_forward(const model__conv_shape_t *s, const float *x,
         if (model__cudnn_conv2d_forward(s, x, w, b, y, batch, scratch,
                                         cudnn_scratch_nbytes(s, batch),
                                         conv_path == MODEL__CONV_CUDNN_TF32))
-            note_failure();
+            note_error();
         return;
     }
 #endif
@@ -355,7 +377,7 @@ static void cuda_conv2d_backward(const model__conv_shape_t *s, const float *x,
                 s, x, w, dy, dx, dw, db, batch, scratch,
                 cudnn_scratch_nbytes(s, batch), accumulate,
                 conv_path == MODEL__CONV_CUDNN_TF32))
-            note_failure();
+            note_error();
         return;
     }
 #endif

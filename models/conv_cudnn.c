@@ -37,7 +37,9 @@
 #include "models/model.h"
 
 #define PLAN_SLOTS 64
-#define ALGO_MAX 8
+/* cuDNN's answers for a direction, at most: each algorithm once per math
+ * it may run in (cudnnGet*AlgorithmMaxCount: more than ALGO_COUNT). */
+#define ALGO_MAX 32
 _Static_assert((int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= ALGO_MAX &&
                    (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT <= ALGO_MAX &&
                    (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= ALGO_MAX,
@@ -169,30 +171,45 @@ typedef struct {
             .math = (perf)[i_].mathType,                                       \
             .deterministic = (perf)[i_].determinism == CUDNN_DETERMINISTIC}
 
+/* How many answers cuDNN may give for dir (its MaxCount, which counts an
+ * algorithm again for each math it may run in: asking for ALGO_COUNT
+ * cuts the list short), at most ALGO_MAX. */
+static int max_count(direction_t dir, int *n)
+{
+    int rc =
+        dir == DIR_FWD
+            ? CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount, handle, n)
+        : dir == DIR_BWD_DATA
+            ? CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount, handle,
+                    n)
+            : CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount,
+                    handle, n);
+    if (rc == MODEL_OK && (*n > ALGO_MAX || *n < 1)) *n = ALGO_MAX;
+    return rc;
+}
+
 /* cuDNN's algorithms for direction dir of p, best first by its
  * heuristics, into c (ALGO_MAX), their number into *count. */
 static int candidates(const plan_t *p, direction_t dir, candidate_t *c,
                       int *count)
 {
-    int rc;
+    int asked, rc = max_count(dir, &asked);
     *count = 0;
+    if (rc != MODEL_OK) return rc;
     if (dir == DIR_FWD) {
         cudnnConvolutionFwdAlgoPerf_t perf[ALGO_MAX];
         rc = CUDNN(cudnnGetConvolutionForwardAlgorithm_v7, handle, p->x, p->w,
-                   p->conv, p->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, count,
-                   perf);
+                   p->conv, p->y, asked, count, perf);
         if (rc == MODEL_OK) CANDIDATES(perf, *count, c);
     } else if (dir == DIR_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[ALGO_MAX];
         rc = CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7, handle, p->w,
-                   p->y, p->conv, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                   count, perf);
+                   p->y, p->conv, p->x, asked, count, perf);
         if (rc == MODEL_OK) CANDIDATES(perf, *count, c);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[ALGO_MAX];
         rc = CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7, handle,
-                   p->x, p->y, p->conv, p->w,
-                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, count, perf);
+                   p->x, p->y, p->conv, p->w, asked, count, perf);
         if (rc == MODEL_OK) CANDIDATES(perf, *count, c);
     }
     return rc;
@@ -279,16 +296,27 @@ static int choose(plan_t *p, direction_t dir)
 {
     static const char *const names[] = {"forward", "backward data",
                                         "backward filter"};
-    char seen[384] = "";
+    char seen[1536] = "";
     int rc;
     if (p->tf32) {
         strcpy(seen, " TF32:");
         if (!choose_in(p, dir, CUDNN_DEFAULT_MATH, seen, sizeof seen, &rc))
             return rc;
     }
-    strcat(seen, " FMA:");
-    if (!choose_in(p, dir, CUDNN_FMA_MATH, seen, sizeof seen, &rc)) return rc;
-    char detail[512];
+    size_t len = strlen(seen);
+    snprintf(seen + len, sizeof seen - len, " FMA:");
+    if (!choose_in(p, dir, CUDNN_FMA_MATH, seen, sizeof seen, &rc)) {
+        /* Said, as it sets the speed HVD_CONV_TF32=1 asked for. */
+        if (p->tf32 && rc == MODEL_OK)
+            fprintf(stderr, "models: cuDNN: info: the %s convolution of "
+                    "%dx%dx%d to %d channels (k %d) at batch %d runs in "
+                    "float FMAs: no deterministic TF32 algorithm fits %zu "
+                    "bytes of scratch (algorithm/math:why,%s)\n",
+                    names[dir], p->s.in_c, p->s.in_h, p->s.in_w, p->s.out_c,
+                    p->s.k, p->batch, p->scratch_nbytes, seen);
+        return rc;
+    }
+    char detail[1792];
     snprintf(detail, sizeof detail,
              "no %s algorithm is deterministic in %s math within %zu bytes "
              "of scratch; cuDNN's, as algorithm/math:why,%s",
@@ -309,7 +337,8 @@ static int use_math(const plan_t *p, direction_t dir)
 static int plan_init(plan_t *p, const model__conv_shape_t *s, int batch,
                      size_t scratch_nbytes, int tf32)
 {
-    *p = (plan_t){.s = *s, .scratch_nbytes = scratch_nbytes, .tf32 = tf32};
+    *p = (plan_t){.s = *s, .batch = batch, .scratch_nbytes = scratch_nbytes,
+                  .tf32 = tf32};
     int rc, n, c, h, w;
     if ((rc = CUDNN(cudnnCreateTensorDescriptor, &p->x)) ||
         (rc = CUDNN(cudnnCreateTensorDescriptor, &p->y)) ||
@@ -344,7 +373,6 @@ static int plan_init(plan_t *p, const model__conv_shape_t *s, int batch,
     }
     for (direction_t dir = DIR_FWD; dir < DIRS; dir++)
         if ((rc = choose(p, dir))) goto err;
-    p->batch = batch;
     return MODEL_OK;
 
 err:
