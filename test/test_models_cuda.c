@@ -403,7 +403,8 @@ static void test_model(const char *kind, int c, int h, int w, int batch_max,
 {
     snprintf(case_name, sizeof case_name,
              "model %s path=%s %dx%dx%d batch_max=%d batch=%d", kind,
-             conv_name, c, h, w, batch_max, batch);
+             strcmp(kind, "cnn") ? "-" : conv_name, c, h, w, batch_max,
+             batch);
     double tol = strcmp(kind, "cnn") ? TOL_GEMM : conv_tol;
     model_t mc, md;
     MUST(model_init_device(&mc, MODEL_DEVICE_CPU, kind, c, h, w, batch_max,
