@@ -66,10 +66,17 @@
 # gpu-check's logs in WORK/gpu-check, each step's output in WORK/out.
 # The device tool brings back at most 8 files from OUT, so OUT gets two:
 # results.tar.gz (WORK/out and gpu-check's logs and summary, not the
-# build) and summary.txt (gpu-check's table), written when the script
-# ends, however it ends; what to read is also printed as it goes.
-# Fashion-MNIST: DATA, else .dev/fmnist when carried, else the programs'
-# default folder (train_gpu.sh then trains on noise).
+# build) and summary.txt (gpu-check's table), written again after each
+# step (a command the tool kills at its limit runs no exit trap) and when
+# the script ends; what to read is also printed as it goes. Every
+# timeout is held to what is left of BUDGET, and the tests' own
+# (HVD_TEST_TIMEOUT, compare_torch's --timeout) are short: a timeout
+# inside another is not killed with it, and a hung run would hold the GPU
+# through the steps after it.
+# Fashion-MNIST: DATA, else .dev/fmnist when carried (git ignores .dev:
+# mkdir -p .dev && cp -r /usr/share/datasets/fashion-mnist .dev/fmnist,
+# then carry .dev/fmnist), else the programs' default folder
+# (train_gpu.sh then trains on noise).
 set -u
 [ $# -eq 1 ] || { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 2; }
 ret=$(mkdir -p "$1" && cd "$1" && pwd) || exit 2
@@ -84,16 +91,28 @@ data=${DATA:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 t0=$SECONDS
 mkdir -p "$out" "$work/gpu-check" || exit 2
-# shellcheck disable=SC2016 # expanded when the trap runs
-trap 'cp "$work/gpu-check/summary.txt" "$ret/" 2>/dev/null
-      (cd "$work" && { find out -type f -print0
-          find gpu-check -maxdepth 1 -type f -print0; } |
-          tar --null -T - -czf "$ret/results.tar.gz")' EXIT
+# OUT's two files as things stand, each replaced whole.
+pack() {
+    cp "$work/gpu-check/summary.txt" "$ret/summary.txt.tmp" 2>/dev/null &&
+        mv "$ret/summary.txt.tmp" "$ret/summary.txt"
+    (cd "$work" && { find out -type f -print0
+        find gpu-check -maxdepth 1 -type f -print0; } |
+        tar --null -T - -czf "$ret/results.tar.gz.tmp") &&
+        mv "$ret/results.tar.gz.tmp" "$ret/results.tar.gz"
+}
+trap pack EXIT
 
 left() { echo $((budget - (SECONDS - t0))); }
+# cap SECONDS: SECONDS, or what is left when less (1 at least)
+cap() {
+    local l
+    l=$(left)
+    [ "$l" -gt "$1" ] && echo "$1" || echo $((l > 1 ? l : 1))
+}
 # fits NAME SECONDS: whether the step NAME is to run: not in SKIP, and
 # its SECONDS are left
 fits() {
+    pack
     case " $skip " in
     *" $1 "*) echo "$1 skipped: SKIP"; return 1 ;;
     esac
@@ -105,7 +124,7 @@ echo "mpirun: $(command -v mpirun || echo none); python3: $(command -v python3 |
 
 if fits gpu-check 150; then
     TRAIN_DATA=$data T_SANITIZE=45 T_BENCH=30 BENCH_VARIANTS=default \
-        timeout "$(left)" \
+        HVD_TEST_TIMEOUT=90 T_TESTS=180 timeout "$(cap 330)" \
         scripts/gpu-check "$work/gpu-check" > "$out/gpu-check.txt" 2>&1
     echo "gpu-check rc=$? at $((SECONDS - t0))s"
     # the table, and each failure's lines (a failed test's log tail)
@@ -119,9 +138,10 @@ cd "$src" || exit 1
 ct() { # NAME ARGS...: compare_torch.sh on the GPU into OUT/NAME.txt
     local name=$1
     shift
-    PYTHON=${PYTHON:-$(command -v python3)} NO_INSTALL=1 timeout "$(left)" \
-        bench/compare_torch.sh --device cuda --reps "$reps" \
-        ${data:+--data "$data"} --results "$out/$name" "$@" \
+    PYTHON=${PYTHON:-$(command -v python3)} NO_INSTALL=1 \
+        timeout "$(cap 600)" bench/compare_torch.sh --device cuda \
+        --reps "$reps" --timeout 120 ${data:+--data "$data"} \
+        --results "$out/$name" "$@" \
         > "$out/$name.txt" 2>&1
     echo "$name rc=$? at $((SECONDS - t0))s"
     tail -n 12 "$out/$name.txt"
@@ -129,14 +149,19 @@ ct() { # NAME ARGS...: compare_torch.sh on the GPU into OUT/NAME.txt
 train() { # NP MODEL ARGS...: ours on the GPU, batch 64, 300 steps
     local np=$1 model=$2
     shift 2
-    timeout 60 mpirun --allow-run-as-root --oversubscribe --bind-to none \
+    [ "$(left)" -ge 5 ] || { echo "train: no time left"; return 124; }
+    timeout "$(cap 60)" mpirun --allow-run-as-root --oversubscribe \
+        --bind-to none \
         -np "$np" examples/train_fmnist ${data:+--data "$data"} \
         --model "$model" --device cuda --batch-size 64 --max-steps 300 \
         --epochs 100 --progress lines "$@"
 }
 done_line() { grep '^done:' || echo "no done: line"; }
 profiled() { # NP MODEL ARGS...: train with --profile, its lines that say
-    train "$@" --profile 2>&1 | grep '^profile:\|^done:\|^train_fmnist:'
+    # (all of them in OUT/profile_raw.txt), and its exit status
+    train "$@" --profile 2>&1 | tee -a "$out/profile_raw.txt" |
+        grep '^profile:\|^done:\|^train_fmnist:'
+    echo "rc=${PIPESTATUS[0]}"
 }
 
 if fits profile 50; then
@@ -153,7 +178,7 @@ if fits profile 50; then
     done | tee -a "$out/profile.txt"
     for model in mlp cnn; do
         for batch in 64 512; do
-            timeout 20 bench/model_perf --device cuda --model $model \
+            timeout "$(cap 20)" bench/model_perf --device cuda --model $model \
                 --batch-size $batch --steps 50 --reps 5 2>&1
         done
     done | tee "$out/model_perf.txt"
@@ -177,7 +202,7 @@ elif fits mps 40; then
             echo "# $model at 2 ranks, batch 64, under MPS"
             profiled 2 $model
         done | tee "$out/mps.txt"
-        echo quit | nvidia-cuda-mps-control
+        echo quit | timeout 10 nvidia-cuda-mps-control
     else
         echo "MPS did not start"
     fi
@@ -196,7 +221,7 @@ fi
 if fits synthetic 20; then
     for model in mlp cnn; do
         printf '%s: ' "$model"
-        timeout 15 examples/synthetic_benchmark --device cuda \
+        timeout "$(cap 15)" examples/synthetic_benchmark --device cuda \
             --model $model --num-iters 3 2>&1 | grep '^Total' ||
             echo "no Total line"
     done | tee "$out/synthetic.txt"
@@ -213,7 +238,7 @@ fi
 if ! command -v nsys > /dev/null; then
     echo "no nsys on this node"
 elif fits nsys 60; then
-    timeout 60 nsys profile --force-overwrite true --stats=true \
+    timeout "$(cap 60)" nsys profile --force-overwrite true --stats=true \
         -o "$work/nsys_cnn64" examples/train_fmnist ${data:+--data "$data"} \
         --model cnn --device cuda --batch-size 64 --max-steps 200 \
         --epochs 100 > "$out/nsys_cnn64.txt" 2>&1
