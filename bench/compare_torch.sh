@@ -81,6 +81,7 @@ usage: $0 [options]
   --no-install         fail instead of installing python3-torch (\$NO_INSTALL=1)
   --help               this text
 mpirun gets \$MPIRUN_ARGS ("$mpirun_args") and -np N.
+The header names the commit: \$HVD_COMMIT, else git's HEAD.
 EOF
 }
 
@@ -197,7 +198,9 @@ else
         if [ "$m" = mlp ]; then length_desc="$length_desc mlp $steps_mlp"; else length_desc="$length_desc cnn $steps_cnn"; fi
     done
 fi
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+# HVD_COMMIT: the commit, where the tree is a copy without .git
+commit=${HVD_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null ||
+    echo unknown)}
 cudnn_desc=""
 [ "$device" = cuda ] && cudnn_desc=", torch's cuDNN $torch_cudnn"
 ompi=$(mpirun --version 2>/dev/null | head -n 1)

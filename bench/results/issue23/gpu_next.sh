@@ -73,6 +73,9 @@
 # (HVD_TEST_TIMEOUT, compare_torch's --timeout) are short: a timeout
 # inside another is not killed with it, and a hung run would hold the GPU
 # through the steps after it.
+# HVD_COMMIT (the command names it: HVD_COMMIT=$(git rev-parse --short
+# HEAD) run here) goes into gpu-check's summary and compare_torch's
+# headers, whose copies of the tree have no .git.
 # Fashion-MNIST: DATA, else .dev/fmnist when carried (git ignores .dev:
 # mkdir -p .dev && cp -r /usr/share/datasets/fashion-mnist .dev/fmnist,
 # then carry .dev/fmnist), else the programs' default folder
