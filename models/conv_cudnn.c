@@ -297,14 +297,19 @@ static int choose(plan_t *p, direction_t dir)
     static const char *const names[] = {"forward", "backward data",
                                         "backward filter"};
     char seen[1536] = "";
-    int rc;
+    int rc = MODEL_OK;
     if (p->tf32) {
         strcpy(seen, " TF32:");
-        if (!choose_in(p, dir, CUDNN_DEFAULT_MATH, seen, sizeof seen, &rc))
-            return rc;
+        if (!choose_in(p, dir, CUDNN_DEFAULT_MATH, seen, sizeof seen, &rc)) {
+            if (rc == MODEL_OK) return rc;
+            /* cuDNN refused the ask itself (said above): FMAs, as where
+             * nothing fits, and a later failure is said too. */
+            atomic_flag_clear(&reported);
+        }
     }
     size_t len = strlen(seen);
-    snprintf(seen + len, sizeof seen - len, " FMA:");
+    snprintf(seen + len, sizeof seen - len, "%s FMA:",
+             p->tf32 && rc != MODEL_OK ? " the ask failed;" : "");
     if (!choose_in(p, dir, CUDNN_FMA_MATH, seen, sizeof seen, &rc)) {
         /* Said, as it sets the speed HVD_CONV_TF32=1 asked for. */
         if (p->tf32 && rc == MODEL_OK)
