@@ -345,9 +345,11 @@ static int hvd__first_failed(int status, int *first, int *why)
     int code = status < 0 && status > -CODES ? -status : -HVD_ERR_STATE;
     int32_t mine = status == HVD_OK ? INT32_MAX
                                     : hvd__engine.rank * CODES + code,
-            low = INT32_MAX;
-    int agreed = ring_ctx_allreduce(hvd__ctx, &mine, &low, 1, RING_INT32,
-                                    RING_MIN);
+            low = mine; /* a rank alone agrees with itself */
+    int agreed = hvd__engine.size == 1
+                     ? HVD_OK
+                     : ring_ctx_allreduce(hvd__ctx, &mine, &low, 1,
+                                          RING_INT32, RING_MIN);
     *first = low == INT32_MAX ? INT32_MAX : low / CODES;
     *why = low == INT32_MAX ? HVD_OK : -(low % CODES);
     return agreed;
