@@ -315,20 +315,24 @@ static int ring__ipc_open(ring__ipc_t *ipc)
 int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
                      size_t half_bytes, ring__ipc_t **out)
 {
-    int status = RING_OK, ok, all_ok, has = dev != NULL, any, rank;
+    int status = RING_OK, ok, all_ok, rank;
     int hier = ctx->cross != MPI_COMM_NULL;
-    ring__ipc_t *ipc = NULL;
-    *out = NULL;
+    ring__ipc_t *ipc = calloc(1, sizeof *ipc);
     /* Every rank takes part, one without a device too (nodes of mixed
-     * ranks); where none has one, nothing is made or said. */
-    RING_CHECK_MPI(MPI_Allreduce(&has, &any, 1, MPI_INT, MPI_MAX, ctx->comm));
-    if (!any) goto out;
+     * ranks), or without memory for the window's state: where none has a
+     * device, nothing is made or said; where one lacks memory, nothing is
+     * made. */
+    int mine[2] = {dev != NULL, ipc == NULL}, any[2];
+    *out = NULL;
+    if (ipc) ipc->comm = MPI_COMM_NULL;
+    RING_CHECK_MPI(MPI_Allreduce(mine, any, 2, MPI_INT, MPI_MAX, ctx->comm));
+    if (!any[0] || any[1]) {
+        if (!ipc) status = RING_ERR_NOMEM;
+        goto out;
+    }
     RING_CHECK_MPI(MPI_Comm_rank(ctx->comm, &rank));
-    ipc = calloc(1, sizeof *ipc);
-    if (!ipc) return RING_ERR_NOMEM;
     ipc->dev = dev;
     ipc->half_bytes = half_bytes;
-    ipc->comm = MPI_COMM_NULL;
     RING_CHECK_MPI(MPI_Comm_dup(hier ? ctx->node : ctx->comm, &ipc->comm));
     RING_CHECK_MPI(MPI_Comm_rank(ipc->comm, &ipc->rank));
     RING_CHECK_MPI(MPI_Comm_size(ipc->comm, &ipc->size));
@@ -340,7 +344,7 @@ int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
     /* The open is collective on the node: every rank takes part, or
      * none does where one cannot. */
     RING_CHECK(ring__ipc_all(
-        ipc, has && ipc->ctl && ipc->size <= RING_DEV_MAX_INPUTS, &ok));
+        ipc, mine[0] && ipc->ctl && ipc->size <= RING_DEV_MAX_INPUTS, &ok));
     ok = ok && ring__ipc_open(ipc) == RING_OK;
     /* Every rank of every node takes the window or none does: a rank
      * alone on it would wait for the others at its first barrier, and
