@@ -777,6 +777,17 @@ int main(int argc, char **argv)
         }
     }
     dev = ring_dev();
+    /* Every rank as the mode wants it (a CUDA-aware MPI may have shown
+     * that rank its GPU already), or all skip together. */
+    if (no_device >= 0) {
+        int bad = deviceless ? dev != NULL : dev == NULL, any;
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any) {
+            MPI_Finalize();
+            TEST_SKIP("--no-device: a rank has a device where it should "
+                      "not, or none where it should");
+        }
+    }
     if (!dev && !deviceless) TEST_SKIP("no device: neither a GPU nor HVD_DEVICE_EMULATE");
     if ((oom >= 0 || pack_fails >= 0) && dev != &ring__dev_emulated)
         TEST_SKIP("--fusion-oom and --pack-fails need the emulated device");
