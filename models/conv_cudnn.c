@@ -74,14 +74,36 @@ static const float one = 1.0f, zero = 0.0f;
 
 /* ---- errors ---- */
 
+/* While choose() asks in TF32, whose failure is not the plan's: a
+ * failure's text is kept here instead of said (plans are made on the
+ * thread that runs the model). */
+static int asking_tf32;
+static char tf32_why[384];
+
 /* MODEL_ERR_CUDA; the process's first failure goes to stderr, as the
  * backend keeps only a status and a GPU node's first run must say what
  * broke. */
 static int fail(const char *what, const char *detail)
 {
-    if (!atomic_flag_test_and_set(&reported))
+    if (asking_tf32)
+        snprintf(tf32_why, sizeof tf32_why, "%.60s: %.320s", what, detail);
+    else if (!atomic_flag_test_and_set(&reported))
         fprintf(stderr, "models: cuDNN: %s: %s\n", what, detail);
     return MODEL_ERR_CUDA;
+}
+
+/* The TF32 fallback's info line, for the first few plans only (a test
+ * makes a hundred). */
+static void say_fallback(const char *line)
+{
+    enum { SAID_MAX = 8 };
+    static atomic_int said;
+    int n = atomic_fetch_add(&said, 1);
+    if (n < SAID_MAX)
+        fprintf(stderr, "models: cuDNN: info: %s\n", line);
+    if (n == SAID_MAX - 1)
+        fprintf(stderr, "models: cuDNN: info: later plans that fall back "
+                "to float FMAs are not said\n");
 }
 
 static int check(cudnnStatus_t st, const char *call)
@@ -300,25 +322,36 @@ static int choose(plan_t *p, direction_t dir)
     int rc = MODEL_OK;
     if (p->tf32) {
         strcpy(seen, " TF32:");
-        if (!choose_in(p, dir, CUDNN_DEFAULT_MATH, seen, sizeof seen, &rc)) {
-            if (rc == MODEL_OK) return rc;
-            /* cuDNN refused the ask itself (said above): FMAs, as where
-             * nothing fits, and a later failure is said too. */
-            atomic_flag_clear(&reported);
-        }
+        asking_tf32 = 1;
+        int chosen = !choose_in(p, dir, CUDNN_DEFAULT_MATH, seen,
+                                sizeof seen, &rc);
+        asking_tf32 = 0;
+        if (chosen && rc == MODEL_OK) return rc;
     }
+    /* cuDNN refusing the TF32 ask itself (rc) falls back as where no
+     * TF32 algorithm fits. */
+    char why[sizeof tf32_why];
+    snprintf(why, sizeof why, "%s", p->tf32 && rc != MODEL_OK ? tf32_why
+                                                              : "");
     size_t len = strlen(seen);
-    snprintf(seen + len, sizeof seen - len, "%s FMA:",
-             p->tf32 && rc != MODEL_OK ? " the ask failed;" : "");
+    snprintf(seen + len, sizeof seen - len, " FMA:");
     if (!choose_in(p, dir, CUDNN_FMA_MATH, seen, sizeof seen, &rc)) {
         /* Said, as it sets the speed HVD_CONV_TF32=1 asked for. */
-        if (p->tf32 && rc == MODEL_OK)
-            fprintf(stderr, "models: cuDNN: info: the %s convolution of "
-                    "%dx%dx%d to %d channels (k %d) at batch %d runs in "
-                    "float FMAs: no deterministic TF32 algorithm fits %zu "
-                    "bytes of scratch (algorithm/math:why,%s)\n",
-                    names[dir], p->s.in_c, p->s.in_h, p->s.in_w, p->s.out_c,
-                    p->s.k, p->batch, p->scratch_nbytes, seen);
+        if (p->tf32 && rc == MODEL_OK) {
+            char line[sizeof why + sizeof seen + 256];
+            snprintf(line, sizeof line, "the %s convolution of %dx%dx%d to "
+                     "%d channels (k %d) at batch %d runs in float FMAs: %s",
+                     names[dir], p->s.in_c, p->s.in_h, p->s.in_w, p->s.out_c,
+                     p->s.k, p->batch,
+                     *why ? why : "no deterministic TF32 algorithm fits");
+            if (!*why) {
+                len = strlen(line);
+                snprintf(line + len, sizeof line - len, " %zu bytes of "
+                         "scratch (algorithm/math:why,%s)", p->scratch_nbytes,
+                         seen);
+            }
+            say_fallback(line);
+        }
         return rc;
     }
     char detail[1792];
