@@ -84,13 +84,16 @@ set -u
 [ $# -eq 1 ] || { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 2; }
 ret=$(mkdir -p "$1" && cd "$1" && pwd) || exit 2
 top=$(pwd)
-work=${WORK:-/tmp/gpu_next}
+work=$(mkdir -p "${WORK:-/tmp/gpu_next}" && cd "${WORK:-/tmp/gpu_next}" &&
+    pwd) || exit 2
 out=$work/out
 budget=${BUDGET:-560}
 reps=${REPS:-3}
 skip=${SKIP:-}
 data=${DATA:-}
 [ -z "$data" ] && [ -d "$top/.dev/fmnist" ] && data=$top/.dev/fmnist
+# absolute: the steps run from gpu-check's copy of the tree
+[ -n "$data" ] && { data=$(cd "$data" && pwd) || exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 t0=$SECONDS
 mkdir -p "$out" "$work/gpu-check" || exit 2
@@ -98,9 +101,13 @@ mkdir -p "$out" "$work/gpu-check" || exit 2
 pack() {
     cp "$work/gpu-check/summary.txt" "$ret/summary.txt.tmp" 2>/dev/null &&
         mv "$ret/summary.txt.tmp" "$ret/summary.txt"
+    # A run whose timeout outlived its parent may still be writing: tar
+    # then says so (1), and the archive is still what it holds.
     (cd "$work" && { find out -type f -print0
         find gpu-check -maxdepth 1 -type f -print0; } |
-        tar --null -T - -czf "$ret/results.tar.gz.tmp") &&
+        tar --null -T - --warning=no-file-changed \
+            -czf "$ret/results.tar.gz.tmp"
+     [ "${PIPESTATUS[1]:-2}" -le 1 ]) &&
         mv "$ret/results.tar.gz.tmp" "$ret/results.tar.gz"
 }
 trap pack EXIT
@@ -163,7 +170,7 @@ done_line() { grep '^done:' || echo "no done: line"; }
 profiled() { # NP MODEL ARGS...: train with --profile, its lines that say
     # (all of them in OUT/profile_raw.txt), and its exit status
     train "$@" --profile 2>&1 | tee -a "$out/profile_raw.txt" |
-        grep '^profile:\|^done:\|^train_fmnist:'
+        grep '^profile:\|^done:\|^train_fmnist:\|^train:'
     echo "rc=${PIPESTATUS[0]}"
 }
 
