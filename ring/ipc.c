@@ -319,18 +319,21 @@ int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
     int hier = ctx->cross != MPI_COMM_NULL;
     ring__ipc_t *ipc = calloc(1, sizeof *ipc);
     /* Every rank takes part, one without a device too (nodes of mixed
-     * ranks), or without memory for the window's state: where none has a
-     * device, nothing is made or said; where one lacks memory, nothing is
-     * made. */
-    int mine[2] = {dev != NULL, ipc == NULL}, any[2];
+     * ranks), or without memory for the window's state; nothing is made
+     * unless every rank has both, and nothing is said where no rank has a
+     * device. */
+    int mine[3] = {dev != NULL, dev == NULL, ipc == NULL}, any[3];
     *out = NULL;
     if (ipc) ipc->comm = MPI_COMM_NULL;
-    RING_CHECK_MPI(MPI_Allreduce(mine, any, 2, MPI_INT, MPI_MAX, ctx->comm));
-    if (!any[0] || any[1]) {
+    RING_CHECK_MPI(MPI_Allreduce(mine, any, 3, MPI_INT, MPI_MAX, ctx->comm));
+    RING_CHECK_MPI(MPI_Comm_rank(ctx->comm, &rank));
+    if (!any[0] || any[1] || any[2]) {
         if (!ipc) status = RING_ERR_NOMEM;
+        if (any[0] && any[1] && rank == 0)
+            ring__log("info: device allreduces stage through host memory: "
+                      "a rank has no device");
         goto out;
     }
-    RING_CHECK_MPI(MPI_Comm_rank(ctx->comm, &rank));
     ipc->dev = dev;
     ipc->half_bytes = half_bytes;
     RING_CHECK_MPI(MPI_Comm_dup(hier ? ctx->node : ctx->comm, &ipc->comm));
@@ -344,7 +347,7 @@ int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
     /* The open is collective on the node: every rank takes part, or
      * none does where one cannot. */
     RING_CHECK(ring__ipc_all(
-        ipc, mine[0] && ipc->ctl && ipc->size <= RING_DEV_MAX_INPUTS, &ok));
+        ipc, ipc->ctl && ipc->size <= RING_DEV_MAX_INPUTS, &ok));
     ok = ok && ring__ipc_open(ipc) == RING_OK;
     /* Every rank of every node takes the window or none does: a rank
      * alone on it would wait for the others at its first barrier, and
@@ -355,8 +358,7 @@ int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
         if (rank == 0)
             ring__log("info: device allreduces within the node stage "
                       "through host memory: %s IPC could not open every "
-                      "rank's device memory and events (or a rank has no "
-                      "device)", dev ? dev->name : "device");
+                      "rank's device memory and events", dev->name);
         goto out;
     }
     if (hier) {

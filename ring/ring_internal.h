@@ -414,7 +414,7 @@ void ring__stage_free(ring__stage_t **stage);
  * half_bytes, opened by the node's others, and across nodes a context
  * over ctx->cross. *ipc is NULL on every rank when any rank could not
  * export or open, or has no device (dev NULL: it takes part all the
- * same), logged at rank 0, or when no rank has one, quietly (the caller
+ * same), logged at rank 0, and quietly when no rank has one (the caller
  * then stages). RING_ERR_MPI when the exchange itself fails. */
 int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
                      size_t half_bytes, ring__ipc_t **ipc);
