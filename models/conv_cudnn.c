@@ -330,15 +330,13 @@ static int choose(plan_t *p, direction_t dir)
     }
     /* cuDNN refusing the TF32 ask itself (rc) falls back as where no
      * TF32 algorithm fits. */
-    char why[sizeof tf32_why];
-    snprintf(why, sizeof why, "%s", p->tf32 && rc != MODEL_OK ? tf32_why
-                                                              : "");
+    const char *why = p->tf32 && rc != MODEL_OK ? tf32_why : "";
     size_t len = strlen(seen);
     snprintf(seen + len, sizeof seen - len, " FMA:");
     if (!choose_in(p, dir, CUDNN_FMA_MATH, seen, sizeof seen, &rc)) {
         /* Said, as it sets the speed HVD_CONV_TF32=1 asked for. */
         if (p->tf32 && rc == MODEL_OK) {
-            char line[sizeof why + sizeof seen + 256];
+            char line[sizeof tf32_why + sizeof seen + 256];
             snprintf(line, sizeof line, "the %s convolution of %dx%dx%d to "
                      "%d channels (k %d) at batch %d runs in float FMAs: %s",
                      names[dir], p->s.in_c, p->s.in_h, p->s.in_w, p->s.out_c,

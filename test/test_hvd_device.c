@@ -788,7 +788,8 @@ int main(int argc, char **argv)
                       "not, or none where it should");
         }
     }
-    if (!dev && !deviceless) TEST_SKIP("no device: neither a GPU nor HVD_DEVICE_EMULATE");
+    if (!dev && !deviceless)
+        TEST_SKIP("no device: neither a GPU nor HVD_DEVICE_EMULATE");
     if ((oom >= 0 || pack_fails >= 0) && dev != &ring__dev_emulated)
         TEST_SKIP("--fusion-oom and --pack-fails need the emulated device");
     /* Only rank 0 writes the timeline; each rank names a file of its own,

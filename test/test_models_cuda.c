@@ -27,9 +27,10 @@
  * twice: in float FMAs, and with TF32 allowed (HVD_CONV_TF32's), whose
  * convolutions, and the cnn's numbers, are held to TOL_TF32 instead (a
  * convolution's outputs and gradients against their largest value:
- * TOL_TF32_SUMS; the cnn's gradients each as a whole: TOL_TF32_NORM). The entries and the mlp run
- * first, then each conv path with the cnn, im2col's first: a cuDNN
- * failure that stops the run (the harness's error) comes after them.
+ * TOL_TF32_SUMS; the cnn's gradients each as a whole: TOL_TF32_NORM).
+ * The entries and the mlp run first, then each conv path with the cnn,
+ * im2col's first: a cuDNN failure that stops the run (the harness's
+ * error) comes after them.
  * Before the GPU is looked for, HVD_CONV's and HVD_CONV_TF32's bad values
  * must be refused (in child processes: the table opens once per
  * process).
