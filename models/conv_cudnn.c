@@ -58,8 +58,11 @@ typedef struct {
     cudnnTensorDescriptor_t bias; /* (1, out_c, 1, 1) */
     cudnnFilterDescriptor_t w;    /* (out_c, in_c, k, k) */
     cudnnConvolutionDescriptor_t conv;
-    /* per direction: the algorithm (a cudnnConvolution*Algo_t), its
-     * workspace, and the math type conv is set to when it runs */
+    /* per direction, once chosen at its first call (a direction that
+     * never runs, as the first layer's backward data, is never chosen):
+     * the algorithm (a cudnnConvolution*Algo_t), its workspace, and the
+     * math type conv is set to when it runs */
+    int chosen[DIRS];
     int algo[DIRS];
     size_t nbytes[DIRS];
     cudnnMathType_t math[DIRS];
@@ -309,11 +312,12 @@ static int choose_in(plan_t *p, direction_t dir, cudnnMathType_t asked,
  * filter ALGO_3) would make two runs of the same steps differ, and a
  * resume must equal the run it resumes bit for bit. Under tf32 a
  * direction whose deterministic algorithms in TF32 all miss (cuDNN 9
- * offered none for the cnn's backward data on an H200) runs in float
- * FMAs: TF32 is allowed, not required. Implicit GEMM forward and backward
- * ALGO_1 are deterministic and need little or no workspace (the scratch
- * is 4 MiB at least), so none fitting in FMA math is a failure, which
- * lists cuDNN's candidates as algorithm/math:why. */
+ * offered none for the cnn's first layer's backward data on an H200, a
+ * direction that never runs) runs in float FMAs: TF32 is allowed, not
+ * required. Implicit GEMM forward and backward ALGO_1 are deterministic
+ * and need little or no workspace (the scratch is 4 MiB at least), so
+ * none fitting in FMA math is a failure, which lists cuDNN's candidates
+ * as algorithm/math:why. */
 static int choose(plan_t *p, direction_t dir)
 {
     static const char *const names[] = {"forward", "backward data",
@@ -361,15 +365,20 @@ static int choose(plan_t *p, direction_t dir)
     return fail("cudnnGetConvolution*Algorithm_v7", detail);
 }
 
-/* Sets p's convolution descriptor to the math dir's algorithm runs in,
- * before dir's call. */
-static int use_math(const plan_t *p, direction_t dir)
+/* Before dir's call: its algorithm, chosen at the first, and p's
+ * convolution descriptor set to the math it runs in. */
+static int use(plan_t *p, direction_t dir)
 {
+    if (!p->chosen[dir]) {
+        int rc = choose(p, dir);
+        if (rc != MODEL_OK) return rc;
+        p->chosen[dir] = 1;
+    }
     return CUDNN(cudnnSetConvolutionMathType, p->conv, p->math[dir]);
 }
 
-/* The descriptors of s at batch, and their algorithms; on failure p is
- * left empty. */
+/* The descriptors of s at batch (their algorithms come at each
+ * direction's first call: use); on failure p is left empty. */
 static int plan_init(plan_t *p, const model__conv_shape_t *s, int batch,
                      size_t scratch_nbytes, int tf32)
 {
@@ -407,8 +416,6 @@ static int plan_init(plan_t *p, const model__conv_shape_t *s, int batch,
         rc = fail("cudnnGetConvolution2dForwardOutputDim", detail);
         goto err;
     }
-    for (direction_t dir = DIR_FWD; dir < DIRS; dir++)
-        if ((rc = choose(p, dir))) goto err;
     return MODEL_OK;
 
 err:
@@ -446,7 +453,7 @@ int model__cudnn_conv2d_forward(const model__conv_shape_t *s, const float *x,
 {
     plan_t *p;
     int rc = plan_get(s, batch, scratch_nbytes, tf32, &p);
-    if (rc == MODEL_OK) rc = use_math(p, DIR_FWD);
+    if (rc == MODEL_OK) rc = use(p, DIR_FWD);
     if (rc == MODEL_OK)
         rc = CUDNN(cudnnConvolutionForward, handle, &one, p->x, x, p->w, w,
                    p->conv, (cudnnConvolutionFwdAlgo_t)p->algo[DIR_FWD],
@@ -470,7 +477,7 @@ int model__cudnn_conv2d_backward(const model__conv_shape_t *s,
     /* beta 0 overwrites without reading: a NaN left there stays out */
     const float *keep = accumulate ? &one : &zero;
     if (dw) {
-        rc = use_math(p, DIR_BWD_FILTER);
+        rc = use(p, DIR_BWD_FILTER);
         if (rc == MODEL_OK)
             rc = CUDNN(cudnnConvolutionBackwardFilter, handle, &one, p->x, x,
                        p->y, dy, p->conv,
@@ -481,7 +488,7 @@ int model__cudnn_conv2d_backward(const model__conv_shape_t *s,
                        keep, p->bias, db);
     }
     /* The workspace is reused in stream order, after dw's. */
-    if (rc == MODEL_OK && dx) rc = use_math(p, DIR_BWD_DATA);
+    if (rc == MODEL_OK && dx) rc = use(p, DIR_BWD_DATA);
     if (rc == MODEL_OK && dx)
         rc = CUDNN(cudnnConvolutionBackwardData, handle, &one, p->w, w, p->y,
                    dy, p->conv,
