@@ -44,9 +44,12 @@ static atomic_int first_error = MODEL_OK;
 static atomic_flag reported = ATOMIC_FLAG_INIT;
 
 /* A failure, kept for the next call that returns a status (cuDNN's
- * paths say theirs: models/conv_cudnn.c). */
+ * paths say theirs: models/conv_cudnn.c). CUDA's last error is cleared:
+ * one that a failed call, cuBLAS's or cuDNN's kernels included, left
+ * would be the next launch's answer, and said of that kernel. */
 static void note_error(void)
 {
+    (void)cudaGetLastError();
     int none = MODEL_OK;
     atomic_compare_exchange_strong(&first_error, &none, MODEL_ERR_CUDA);
 }
@@ -65,9 +68,7 @@ static void note_failure(const char *call, int line, const char *why)
 
 static void note_cuda_at(cudaError_t err, const char *call, int line)
 {
-    if (err == cudaSuccess) return;
-    (void)cudaGetLastError(); /* not to be reported again by a launch */
-    note_failure(call, line, cudaGetErrorString(err));
+    if (err != cudaSuccess) note_failure(call, line, cudaGetErrorString(err));
 }
 
 static void note_blas_at(cublasStatus_t st, const char *call, int line)
