@@ -285,8 +285,8 @@ static int hvd__request_events(hvd__request_t *r, ring_stream_t *stream)
 {
     const ring_dev_t *dev = ring_dev();
     int status = HVD_OK;
-    HVD_CHECK_DEV(dev->event_create(&r->ready_ev));
-    HVD_CHECK_DEV(dev->event_create(&r->done_ev));
+    HVD_CHECK_DEV(hvd__event_take(&r->ready_ev));
+    HVD_CHECK_DEV(hvd__event_take(&r->done_ev));
     HVD_CHECK_DEV(dev->event_record(r->ready_ev, stream));
 out:
     return status;
@@ -337,9 +337,9 @@ static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
     if (apply) req.apply = *apply;
     status = hvd__request_queue(&req, handle);
 out:
-    if (status != HVD_OK && (req.ready_ev || req.done_ev)) {
-        ring_dev()->event_destroy(req.ready_ev);
-        ring_dev()->event_destroy(req.done_ev);
+    if (status != HVD_OK) {
+        hvd__event_give(req.ready_ev);
+        hvd__event_give(req.done_ev);
     }
     return status;
 }

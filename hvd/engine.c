@@ -594,5 +594,6 @@ int hvd__engine_stop(void)
     hvd__named_free();
     pthread_mutex_unlock(&hvd__engine.mu);
     hvd__index_free(&hvd__cache.by_name);
+    hvd__events_free();
     return HVD_OK;
 }

@@ -262,15 +262,54 @@ int hvd__request_queue(const hvd__request_t *req, hvd_handle_t *out)
     return status;
 }
 
+/* ---- the stream variants' events ---- */
+
+static struct {
+    pthread_mutex_t mu;
+    ring_event_t *kept[HVD__EVENTS_KEPT];
+    int len;
+    int open; /* a take since the last hvd__events_free */
+} hvd__events = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+int hvd__event_take(ring_event_t **ev)
+{
+    pthread_mutex_lock(&hvd__events.mu);
+    hvd__events.open = 1;
+    *ev = hvd__events.len > 0 ? hvd__events.kept[--hvd__events.len] : NULL;
+    pthread_mutex_unlock(&hvd__events.mu);
+    return *ev ? HVD_OK : ring_dev()->event_create(ev);
+}
+
+void hvd__event_give(ring_event_t *ev)
+{
+    if (!ev) return;
+    pthread_mutex_lock(&hvd__events.mu);
+    if (hvd__events.open && hvd__events.len < HVD__EVENTS_KEPT) {
+        hvd__events.kept[hvd__events.len++] = ev;
+        ev = NULL;
+    }
+    pthread_mutex_unlock(&hvd__events.mu);
+    if (ev) ring_dev()->event_destroy(ev);
+}
+
+void hvd__events_free(void)
+{
+    pthread_mutex_lock(&hvd__events.mu);
+    hvd__events.open = 0;
+    while (hvd__events.len > 0)
+        ring_dev()->event_destroy(hvd__events.kept[--hvd__events.len]);
+    pthread_mutex_unlock(&hvd__events.mu);
+}
+
+/* ---- handles ---- */
+
 void hvd__handle_release(hvd_handle_t h)
 {
-    if (h->ready_ev || h->done_ev) {
-        /* Safe once done: the engine has waited for both (CUDA defers the
-         * release of an event still pending anyway). */
-        ring_dev()->event_destroy(h->ready_ev);
-        ring_dev()->event_destroy(h->done_ev);
-        h->ready_ev = h->done_ev = NULL;
-    }
+    /* Safe once done: the engine has waited for ready_ev and recorded
+     * done_ev, and what waits for that holds its record. */
+    hvd__event_give(h->ready_ev);
+    hvd__event_give(h->done_ev);
+    h->ready_ev = h->done_ev = NULL;
     free(h->error);
     h->error = NULL;
     int owner = HVD__OWNER_CALLER;

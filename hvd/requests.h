@@ -208,9 +208,22 @@ typedef struct {
  * HVD_ERR_STALL after a stall shutdown, HVD_ERR_NOMEM; nothing is queued
  * then, and req's events are still the caller's. */
 int hvd__request_queue(const hvd__request_t *req, hvd_handle_t *out);
-/* hvd_wait's end: frees the done handle's events and error, then the
- * handle, or gives it back to its name's index. */
+/* hvd_wait's end: gives the done handle's events back
+ * (hvd__event_give), frees its error, then the handle, or gives it back
+ * to its name's index. */
 void hvd__handle_release(hvd_handle_t h);
+/* The stream variants' events, kept for the next requests instead of
+ * made and destroyed for each (a training step's tensors made two driver
+ * calls each way apiece, every step): take one kept, or a new one; give
+ * one back (NULL: nothing), destroyed beyond HVD__EVENTS_KEPT or once
+ * hvd__events_free has run and until the next take. A wait queued behind
+ * an event holds the record it was queued after, so one taken again is
+ * recorded anew without disturbing waits queued before. */
+enum { HVD__EVENTS_KEPT = 256 };
+int hvd__event_take(ring_event_t **ev);
+void hvd__event_give(ring_event_t *ev);
+/* At shutdown: destroys the kept events. */
+void hvd__events_free(void);
 /* Frees the kept handles at shutdown (those not yet waited for are freed
  * by their hvd_wait). */
 void hvd__named_free(void);

@@ -127,6 +127,14 @@ uint64_t ring__dev_emu_host_waits(void)
     return atomic_load(&emu_host_waits);
 }
 
+/* event_create calls (ring__dev_emu_events_made). */
+static _Atomic uint64_t emu_events_made;
+
+uint64_t ring__dev_emu_events_made(void)
+{
+    return atomic_load(&emu_events_made);
+}
+
 /* Microseconds each operation of this process waits (ring__dev_emu_lag). */
 static _Atomic unsigned emu_lag_us;
 
@@ -580,6 +588,7 @@ static int emu_event_done(const ring_event_t *e)
 
 static int emu_event_create(ring_event_t **e)
 {
+    atomic_fetch_add(&emu_events_made, 1);
     *e = calloc(1, sizeof(**e));
     if (!*e) {
         ring__log("event_create: out of memory");

@@ -10,7 +10,8 @@
  * written, reported and read back on the caller's stream with no sync in
  * between (the delay mode then shows any missing order), and the step
  * makes the host wait for the device not once (emulated: within a node
- * ring's streams wait for each other on the device). The wrapped step
+ * ring's streams wait for each other on the device) and makes no event
+ * after the first (hvd keeps the stream variants' events). The wrapped step
  * counts its calls. Also: gradients of mixed kinds, and a
  * sharded step on device gradients, are refused by name; device
  * parameters broadcast from rank 0 replace every rank's own.
@@ -124,6 +125,7 @@ static void compare(const char *what, hvd_dist_opt_options_t o)
                     hg[t][i] += grad_value(step, pass, (size_t)t, i);
             memcpy(up, host, total * sizeof *host);
             dev_copy_on(slab, up, total * sizeof *up, o.stream);
+            uint64_t made = emulated ? ring__dev_emu_events_made() : 0;
             /* Device tensors in another order than the host ones. */
             for (int t = 0; t < NTENSORS; t++) {
                 TEST_EQ(hvd_dist_opt_grad_ready(hopt, (size_t)t), HVD_OK);
@@ -135,10 +137,16 @@ static void compare(const char *what, hvd_dist_opt_options_t o)
             uint64_t waits = emulated ? ring__dev_emu_host_waits() : 0;
             TEST_EQ(hvd_dist_opt_step(dopt), HVD_OK);
             waits = emulated ? ring__dev_emu_host_waits() - waits : 0;
+            made = emulated ? ring__dev_emu_events_made() - made : 0;
             if (o.stream && step > 0 && waits > 0)
                 TEST_FAIL("%s n=%d step %d: the device step waited for the "
                           "device on the host %llu times", what, size, step,
                           (unsigned long long)waits);
+            /* Each allreduce's two events: kept since the first step. */
+            if (o.stream && step > 0 && made > 0)
+                TEST_FAIL("%s n=%d step %d: the device step made %llu "
+                          "events", what, size, step,
+                          (unsigned long long)made);
             /* up is rewritten next pass: the copy up must be done. */
             if (o.stream) TEST_EQ(dev->stream_sync(o.stream), RING_OK);
         }
