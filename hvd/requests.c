@@ -266,8 +266,8 @@ int hvd__request_queue(const hvd__request_t *req, hvd_handle_t *out)
 
 static struct {
     pthread_mutex_t mu;
-    ring_event_t *kept[HVD__EVENTS_KEPT];
-    int len;
+    ring_event_t **kept;
+    size_t len, cap;
     int open; /* a take since the last hvd__events_free */
 } hvd__events = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -284,7 +284,16 @@ void hvd__event_give(ring_event_t *ev)
 {
     if (!ev) return;
     pthread_mutex_lock(&hvd__events.mu);
-    if (hvd__events.open && hvd__events.len < HVD__EVENTS_KEPT) {
+    if (hvd__events.open && hvd__events.len == hvd__events.cap) {
+        size_t cap = hvd__events.cap ? 2 * hvd__events.cap : 64;
+        ring_event_t **kept =
+            realloc(hvd__events.kept, cap * sizeof *hvd__events.kept);
+        if (kept) {
+            hvd__events.kept = kept;
+            hvd__events.cap = cap;
+        }
+    }
+    if (hvd__events.open && hvd__events.len < hvd__events.cap) {
         hvd__events.kept[hvd__events.len++] = ev;
         ev = NULL;
     }
@@ -298,6 +307,9 @@ void hvd__events_free(void)
     hvd__events.open = 0;
     while (hvd__events.len > 0)
         ring_dev()->event_destroy(hvd__events.kept[--hvd__events.len]);
+    free(hvd__events.kept);
+    hvd__events.kept = NULL;
+    hvd__events.cap = 0;
     pthread_mutex_unlock(&hvd__events.mu);
 }
 

@@ -215,11 +215,11 @@ void hvd__handle_release(hvd_handle_t h);
 /* The stream variants' events, kept for the next requests instead of
  * made and destroyed for each (a training step's tensors made two driver
  * calls each way apiece, every step): take one kept, or a new one; give
- * one back (NULL: nothing), destroyed beyond HVD__EVENTS_KEPT or once
- * hvd__events_free has run and until the next take. A wait queued behind
- * an event holds the record it was queued after, so one taken again is
- * recorded anew without disturbing waits queued before. */
-enum { HVD__EVENTS_KEPT = 256 };
+ * one back (NULL: nothing), kept as long as hvd is up (as many as were
+ * ever in flight at once), destroyed once hvd__events_free has run and
+ * until the next take. A wait queued behind an event holds the record
+ * it was queued after, so one taken again is recorded anew without
+ * disturbing waits queued before. */
 int hvd__event_take(ring_event_t **ev);
 void hvd__event_give(ring_event_t *ev);
 /* At shutdown: destroys the kept events. */
