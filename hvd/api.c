@@ -337,9 +337,12 @@ static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
     if (apply) req.apply = *apply;
     status = hvd__request_queue(&req, handle);
 out:
+    /* Not kept: an event of another device (a thread whose current
+     * device is not the rank's) fails its record, and would fail the
+     * next request that took it. */
     if (status != HVD_OK) {
-        hvd__event_give(req.ready_ev);
-        hvd__event_give(req.done_ev);
+        if (req.ready_ev) ring_dev()->event_destroy(req.ready_ev);
+        if (req.done_ev) ring_dev()->event_destroy(req.done_ev);
     }
     return status;
 }

@@ -317,8 +317,9 @@ void hvd__events_free(void)
 
 void hvd__handle_release(hvd_handle_t h)
 {
-    /* Safe once done: the engine has waited for ready_ev and recorded
-     * done_ev, and what waits for that holds its record. */
+    /* Safe once done: the engine no longer touches them, and a wait
+     * queued behind either (or a record never made, where the handle
+     * failed) is not disturbed by the next request's record. */
     hvd__event_give(h->ready_ev);
     hvd__event_give(h->done_ev);
     h->ready_ev = h->done_ev = NULL;

@@ -93,8 +93,8 @@ struct hvd_handle {
     /* The stream variants' (hvd_allreduce_async_stream): recorded on the
      * caller's stream at submission, the engine waits on it before it
      * reads the tensor; done_ev is recorded by the engine once the result
-     * is in place, for hvd_wait_stream. NULL otherwise. Freed with the
-     * handle. */
+     * is in place, for hvd_wait_stream. NULL otherwise. Given back
+     * (hvd__event_give) with the handle. */
     ring_event_t *ready_ev, *done_ev;
     int status;               /* valid once done */
     char *error;              /* with a failed status: the engine's message

@@ -586,9 +586,8 @@ static int emu_event_done(const ring_event_t *e)
     return 1;
 }
 
-static int emu_event_create(ring_event_t **e)
+static int emu_event_new(ring_event_t **e)
 {
-    atomic_fetch_add(&emu_events_made, 1);
     *e = calloc(1, sizeof(**e));
     if (!*e) {
         ring__log("event_create: out of memory");
@@ -597,6 +596,12 @@ static int emu_event_create(ring_event_t **e)
     (*e)->fd = -1;
     (*e)->refs = 1;
     return RING_OK;
+}
+
+static int emu_event_create(ring_event_t **e)
+{
+    atomic_fetch_add(&emu_events_made, 1);
+    return emu_event_new(e);
 }
 
 /* Drops a user of e; the last frees it. */
@@ -1106,7 +1111,7 @@ static int emu_event_map(const char *func, int fd, ring_event_t **e)
         ring__log("%s: mmap: %s", func, strerror(errno));
         return RING_ERR_NOMEM;
     }
-    int status = emu_event_create(e);
+    int status = emu_event_new(e);
     if (status != RING_OK) {
         munmap(page, sizeof(emu_shared_event_t));
         return status;
