@@ -49,9 +49,9 @@ void ring__dev_emu_configure(ring__emu_mode_t mode, unsigned long seed);
  * device (stream_sync, event_sync): a test counts a path's waits, each of
  * which, on a GPU the node's processes share, is a turn of all of them. */
 uint64_t ring__dev_emu_host_waits(void);
-/* How many events this process has made (event_create; not those it
- * opened from another's handle): a test counts a path's, each a driver
- * call on a GPU. */
+/* How many events this process has made (event_create, timer_create;
+ * not those it opened from another's handle): a test counts a path's,
+ * each a driver call on a GPU. */
 uint64_t ring__dev_emu_events_made(void);
 /* How many times this process has freed, through the emulated device,
  * memory or an interprocess event it exported while another process

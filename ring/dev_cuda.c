@@ -163,6 +163,26 @@ out:
     return status;
 }
 
+static int ring__cuda_timer_create(ring_event_t **e)
+{
+    int status = RING_OK;
+    cudaEvent_t ce = NULL;
+    *e = NULL;
+    RING_CHECK_CUDA(cudaEventCreate(&ce));
+    *e = (ring_event_t *)(void *)ce;
+out:
+    return status;
+}
+
+static int ring__cuda_elapsed(ring_event_t *a, ring_event_t *b, float *ms)
+{
+    int status = RING_OK;
+    RING_CHECK_CUDA(
+        cudaEventElapsedTime(ms, ring__cuda_event(a), ring__cuda_event(b)));
+out:
+    return status;
+}
+
 static int ring__cuda_event_destroy(ring_event_t *e)
 {
     int status = RING_OK;
@@ -413,6 +433,8 @@ const ring_dev_t ring__dev_cuda = {
     .event_sync = ring__cuda_event_sync,
     .event_query = ring__cuda_event_query,
     .stream_wait = ring__cuda_stream_wait,
+    .timer_create = ring__cuda_timer_create,
+    .elapsed = ring__cuda_elapsed,
     .copy = ring__cuda_copy,
     .copy_batch = ring__cuda_copy_batch,
     .zero = ring__cuda_zero,

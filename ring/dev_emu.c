@@ -28,6 +28,9 @@
  *            uses it runs: host code touching a device pointer faults.
  *   waits    the host's waits for the device (stream_sync, event_sync)
  *            are counted, for tests of how often a path makes them.
+ *   timers   timer_create's events queue their record as an operation of
+ *            no delay that notes the host's clock when it runs: the time
+ *            the work queued before it was done.
  *   misuse   what CUDA leaves undefined and works here is logged and
  *            counted (ring__dev_emu_misuses), for tests to want none:
  *            memory or an event freed by the process that exported it
@@ -41,7 +44,7 @@
  * (cudaFree waits for the whole device), and refuses memory that an
  * operation is using right then; a range that runs past the end of its
  * allocation is refused when queued.
- * Left out: more than one device, managed memory, timing events.
+ * Left out: more than one device, managed memory.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -104,6 +107,8 @@ struct ring_event {
     int fd;       /* shared's memfd (the handle's, or this open's); or -1 */
     int exported; /* made by ipc_event_create */
     int refs;
+    int timed;    /* made by timer_create */
+    double done_s; /* a timer's: when its last record's work was done */
 };
 
 static struct {
@@ -127,7 +132,7 @@ uint64_t ring__dev_emu_host_waits(void)
     return atomic_load(&emu_host_waits);
 }
 
-/* event_create calls (ring__dev_emu_events_made). */
+/* event_create and timer_create calls (ring__dev_emu_events_made). */
 static _Atomic uint64_t emu_events_made;
 
 uint64_t ring__dev_emu_events_made(void)
@@ -366,7 +371,10 @@ struct emu_op {
     int n;
     ring_copy_t *copies; /* copy_batch's, copied at enqueue */
     size_t ncopies;
-    ring_event_t wait; /* stream_wait's event, as recorded then */
+    ring_event_t wait; /* stream_wait's event, as recorded then; a
+                          timer's record, as this operation marks it */
+    ring_event_t *timer; /* a timer whose record this is, held (refs) */
+    int instant;         /* a record, not work: no delay */
     ring_event_t *shared; /* an interprocess event's, held (refs), and
                              the record it signals or waits for */
     uint64_t record;
@@ -392,6 +400,7 @@ static void emu_event_unref(ring_event_t *e);
 static void emu_op_free(emu_op_t *op)
 {
     if (op->shared) emu_event_unref(op->shared);
+    if (op->timer) emu_event_unref(op->timer);
     free(op->copies);
     free(op);
 }
@@ -476,9 +485,10 @@ static void *emu_worker(void *arg)
         s->head = op->next;
         if (!s->head) s->tail = NULL;
         pthread_mutex_unlock(&emu.lock);
-        uint64_t draw = delay ? emu_splitmix(&s->rng) : 0;
-        emu_sleep_us((long)(draw % (EMU_DELAY_MAX_US + 1)) +
-                     (long)atomic_load(&emu_lag_us));
+        uint64_t draw = delay && !op->instant ? emu_splitmix(&s->rng) : 0;
+        if (!op->instant)
+            emu_sleep_us((long)(draw % (EMU_DELAY_MAX_US + 1)) +
+                         (long)atomic_load(&emu_lag_us));
         emu_hold(op);
         op->run(op);
         emu_unhold(op);
@@ -491,7 +501,8 @@ static void *emu_worker(void *arg)
     return NULL;
 }
 
-/* Queues op on s; takes op even when it fails. */
+/* Queues op on s; takes op even when it fails. A timer's record (op's
+ * timer) is recorded as this operation's place on s. */
 static int emu_enqueue(const char *func, ring_stream_t *s, emu_op_t *op)
 {
     if (!op) return RING_ERR_NOMEM;
@@ -507,6 +518,11 @@ static int emu_enqueue(const char *func, ring_stream_t *s, emu_op_t *op)
         s->head = op;
     s->tail = op;
     s->queued++;
+    if (op->timer) {
+        op->timer->stream_id = s->id;
+        op->timer->seq = s->queued;
+        op->wait = *op->timer;
+    }
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&emu.lock);
     return RING_OK;
@@ -604,6 +620,13 @@ static int emu_event_create(ring_event_t **e)
     return emu_event_new(e);
 }
 
+static int emu_timer_create(ring_event_t **e)
+{
+    int status = emu_event_create(e);
+    if (status == RING_OK) (*e)->timed = 1;
+    return status;
+}
+
 /* Drops a user of e; the last frees it. */
 static void emu_event_unref(ring_event_t *e)
 {
@@ -662,11 +685,41 @@ static emu_op_t *emu_shared_op(const char *func, ring_event_t *e,
     return op;
 }
 
+static double emu_now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A timer's record, run: the time, unless the timer was recorded again
+ * since (that record notes its own). */
+static void emu_run_stamp(emu_op_t *op)
+{
+    double now = emu_now_s();
+    ring_event_t *e = op->timer;
+    pthread_mutex_lock(&emu.lock);
+    if (e->stream_id == op->wait.stream_id && e->seq == op->wait.seq)
+        e->done_s = now;
+    pthread_mutex_unlock(&emu.lock);
+}
+
 static int emu_event_record(ring_event_t *e, ring_stream_t *s)
 {
     if (!e || !s) {
         ring__log("event_record: no %s", e ? "stream" : "event");
         return RING_ERR_ARG;
+    }
+    if (e->timed) {
+        emu_op_t *op = emu_op_new("event_record", 0);
+        if (!op) return RING_ERR_NOMEM;
+        op->run = emu_run_stamp;
+        op->instant = 1;
+        pthread_mutex_lock(&emu.lock);
+        e->refs++;
+        pthread_mutex_unlock(&emu.lock);
+        op->timer = e;
+        return emu_enqueue("event_record", s, op);
     }
     if (e->shared) {
         emu_op_t *op = emu_shared_op("event_record", e, emu_run_signal);
@@ -720,6 +773,28 @@ static int emu_event_query(ring_event_t *e, int *done)
     *done = emu_event_done(e);
     pthread_mutex_unlock(&emu.lock);
     return RING_OK;
+}
+
+static int emu_elapsed(ring_event_t *a, ring_event_t *b, float *ms)
+{
+    const char *why = NULL;
+    if (!a || !b || !ms) {
+        ring__log("elapsed: no %s", !ms ? "result" : "event");
+        return RING_ERR_ARG;
+    }
+    pthread_mutex_lock(&emu.lock);
+    if (!a->timed || !b->timed)
+        why = "an event of event_create's keeps no time (timer_create)";
+    else if (!a->stream_id || !b->stream_id)
+        why = "an event never recorded";
+    else if (!emu_event_done(a) || !emu_event_done(b))
+        why = "an event whose work is not done yet";
+    else
+        *ms = (float)((b->done_s - a->done_s) * 1e3);
+    pthread_mutex_unlock(&emu.lock);
+    if (!why) return RING_OK;
+    ring__log("elapsed: %s", why);
+    return RING_ERR_CUDA;
 }
 
 static void emu_run_wait(emu_op_t *op)
@@ -1176,6 +1251,8 @@ const ring_dev_t ring__dev_emulated = {
     .event_sync = emu_event_sync,
     .event_query = emu_event_query,
     .stream_wait = emu_stream_wait,
+    .timer_create = emu_timer_create,
+    .elapsed = emu_elapsed,
     .copy = emu_copy,
     .copy_batch = emu_copy_batch,
     .zero = emu_zero,

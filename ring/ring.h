@@ -153,6 +153,12 @@ typedef struct {
     int (*event_query)(ring_event_t *e, int *done);
     /* Work queued on s after this call waits for e's work first. */
     int (*stream_wait)(ring_stream_t *s, ring_event_t *e);
+    /* An event that also keeps when its work was done (event_create's do
+     * not: cudaEventDisableTiming, a cheaper record), for hvd's timeline;
+     * and *ms from a's work done to b's, both such events, recorded and
+     * done (cudaEventElapsedTime: about 0.5 us resolution). */
+    int (*timer_create)(ring_event_t **e);
+    int (*elapsed)(ring_event_t *a, ring_event_t *b, float *ms);
 
     /* ---- work queued on a stream ---- */
     /* Any direction: device or pinned or plain host memory either side. */

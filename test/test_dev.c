@@ -9,10 +9,10 @@
  * Memory and ownership, round trips, order on one stream, two streams
  * handing work over with an event, batched copies, the reductions against
  * ring__reduce_host on the same data (and refused on host memory, as a
- * kernel's operands), event_query, and where host code
- * may read device memory (guard mode: a forked child that does dies of
- * SIGSEGV). In delay mode the same hand-over without stream_wait must go
- * wrong at least once: that checks the delay mode itself.
+ * kernel's operands), event_query, timers, and where host code may read
+ * device memory (guard mode: a forked child that does dies of SIGSEGV).
+ * In delay mode the same hand-over without stream_wait must go wrong at
+ * least once: that checks the delay mode itself.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -507,6 +507,59 @@ static void test_event_query(void)
     DEV_OK(dev->release(b));
 }
 
+/* Timers: the time between two records is the work queued between them
+ * (here two operations of a process made slower by LAG_MS each), either
+ * way round, and a timer recorded again times its new record; a stream
+ * waits for one as for any event. elapsed refuses, saying why, an event
+ * of event_create's, one never recorded, and one whose work is not done
+ * (when it is not yet: the lag makes that all but certain). */
+static void test_timers(void)
+{
+    enum { LAG_MS = 40 };
+    char byte = 1, *d = dev_alloc(1);
+    ring_stream_t *s, *other;
+    ring_event_t *a, *b, *c, *never, *plain;
+    float ms = -1, back = 0;
+    int done = 1;
+    DEV_OK(dev->stream_create(&s));
+    DEV_OK(dev->stream_create(&other));
+    DEV_OK(dev->timer_create(&a));
+    DEV_OK(dev->timer_create(&b));
+    DEV_OK(dev->timer_create(&c));
+    DEV_OK(dev->timer_create(&never));
+    DEV_OK(dev->event_create(&plain));
+    DEV_OK(dev->event_record(a, s));
+    ring__dev_emu_lag(LAG_MS * 1000);
+    DEV_OK(dev->copy(d, &byte, 1, s));
+    DEV_OK(dev->copy(&byte, d, 1, s));
+    DEV_OK(dev->event_record(b, s));
+    DEV_OK(dev->event_query(b, &done));
+    if (!done)
+        TEST_SAYS(dev->elapsed(a, b, &ms), RING_ERR_CUDA, "not done");
+    DEV_OK(dev->stream_wait(other, b));
+    DEV_OK(dev->event_record(c, other));
+    DEV_OK(dev->event_sync(c));
+    ring__dev_emu_lag(0); /* read as each operation runs */
+    DEV_OK(dev->elapsed(a, b, &ms));
+    DEV_OK(dev->elapsed(b, a, &back));
+    TEST_TRUE(ms >= 2 * LAG_MS * 0.9);
+    TEST_TRUE(back == -ms);
+    DEV_OK(dev->elapsed(b, c, &ms));
+    TEST_TRUE(ms >= 0);
+    DEV_OK(dev->event_record(a, s)); /* again: a is now after b */
+    DEV_OK(dev->stream_sync(s));
+    DEV_OK(dev->elapsed(b, a, &ms));
+    TEST_TRUE(ms >= 0);
+    TEST_SAYS(dev->elapsed(plain, b, &ms), RING_ERR_CUDA, "keeps no time");
+    TEST_SAYS(dev->elapsed(a, never, &ms), RING_ERR_CUDA, "never recorded");
+    ring_event_t *all[] = {a, b, c, never, plain};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        DEV_OK(dev->event_destroy(all[i]));
+    DEV_OK(dev->stream_destroy(s));
+    DEV_OK(dev->stream_destroy(other));
+    DEV_OK(dev->release(d));
+}
+
 /* A forked child reads device memory from host code: in guard mode it
  * dies of SIGSEGV, else it reads what was copied there. */
 static void test_host_access(void)
@@ -567,6 +620,7 @@ int main(int argc, char **argv)
     test_reductions();
     test_convert();
     test_event_query();
+    test_timers();
     test_host_access();
     return test_exit_code();
 }

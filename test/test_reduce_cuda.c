@@ -3,7 +3,8 @@
  * must match bit for bit:
  *
  *   memory, streams and events    alloc, owns, pinned memory, copies each
- *                                 way, zero, an event ordering two streams;
+ *                                 way, zero, an event ordering two streams,
+ *                                 timers;
  *   reduce                        vs ring__reduce_host: every dtype x op,
  *                                 divisors 1 and 3, special values and
  *                                 random bit patterns, 16-byte aligned
@@ -201,6 +202,24 @@ static void test_basics(void)
     memset(host, 0, N / 2);
     TEST_EQ(memcmp(pinned, host, N), 0);
     TEST_EQ(cudaPeekAtLastError(), cudaSuccess);
+
+    /* Timers time the copies between their records; an event of
+     * event_create's keeps no time, and saying so leaves no error behind
+     * for the next call's check. */
+    ring_event_t *t0, *t1;
+    float ms = -1;
+    MUST(dev->timer_create(&t0));
+    MUST(dev->timer_create(&t1));
+    MUST(dev->event_record(t0, stream));
+    for (int i = 0; i < 20; i++) MUST(dev->copy(d, pinned, N, stream));
+    MUST(dev->event_record(t1, stream));
+    MUST(dev->event_sync(t1));
+    MUST(dev->elapsed(t0, t1, &ms));
+    TEST_TRUE(ms > 0 && ms < 10e3);
+    TEST_EQ(dev->elapsed(ev, t1, &ms), RING_ERR_CUDA);
+    TEST_EQ(cudaPeekAtLastError(), cudaSuccess);
+    MUST(dev->event_destroy(t0));
+    MUST(dev->event_destroy(t1));
 
     MUST(dev->event_destroy(ev));
     MUST(dev->event_destroy(NULL));
