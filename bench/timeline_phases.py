@@ -4,7 +4,8 @@ time went, phase by phase (NEGOTIATE, QUEUE, MEMCPY_IN_FUSION_BUFFER,
 SHM_ALLREDUCE, ...): how many times each ran, and the median, 90th
 percentile and total of its durations in microseconds. A fused group
 writes one event per tensor with the same start and length; it counts
-once. SKIP (default 0) drops the events that start in the first SKIP
+once. A device group's phases as the device ran them (the lane
+"device", tid 1) are named with " (device)"; the others are the host's. SKIP (default 0) drops the events that start in the first SKIP
 seconds (warm-up). The trace may be cut short (a run killed before
 hvd_shutdown): complete lines are read."""
 import json
@@ -32,15 +33,16 @@ def main():
     for e in events(sys.argv[1]):
         if e.get("ph") != "X" or e.get("ts", 0) < skip_us:
             continue
-        groups.setdefault(e["name"], set()).add((e["ts"], e["dur"]))
+        name = e["name"] + (" (device)" if e.get("tid") == 1 else "")
+        groups.setdefault(name, set()).add((e["ts"], e["dur"]))
     if not groups:
         sys.exit("%s: no events" % sys.argv[1])
-    print("%-28s %7s %10s %10s %12s" % ("phase", "count", "median_us",
+    print("%-34s %7s %10s %10s %12s" % ("phase", "count", "median_us",
                                         "p90_us", "total_us"))
     for name in sorted(groups, key=lambda n: -sum(d for _, d in groups[n])):
         durs = sorted(d for _, d in groups[name])
         p90 = durs[min(len(durs) - 1, int(0.9 * len(durs)))]
-        print("%-28s %7d %10.1f %10.1f %12.0f" % (
+        print("%-34s %7d %10.1f %10.1f %12.0f" % (
             name, len(durs), statistics.median(durs), p90, sum(durs)))
 
 

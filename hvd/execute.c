@@ -13,7 +13,8 @@
  * buffer through): within a node ring
  * queues its work and returns (the ranks' streams wait for each other on
  * the device), so the engine never waits for the device there, and its
- * timeline's allreduce phase of such a group is the queueing; elsewhere
+ * timeline's allreduce phase of such a group is the queueing on the
+ * host's lane, the device's time on the device's (hvd/timeline.h); elsewhere
  * (staged through pinned host memory, or over MPI) the call returns once
  * its copies are done. A tensor alone is read once its caller's event is
  * done. A request from a stream variant carries two events: one recorded
@@ -121,6 +122,7 @@ void hvd__execute_thread_end(void)
     if (!dev) return;
     /* A stream variant's unpack may still read it (hvd__dev_finish). */
     if (hvd__dev.stream) dev->stream_sync(hvd__dev.stream);
+    hvd__timeline_device_end(); /* its marks are on the stream */
     /* The other ranks close it before it goes (every rank ends here). */
     if (hvd__dev.fusion) ring_ctx_register(hvd__ctx, NULL, 0);
     dev->release(hvd__dev.fusion);
@@ -432,6 +434,26 @@ static int hvd__before_ring(int status, int reaches, int *shared)
     return HVD_ERR_STATE;
 }
 
+/* The tensors of the group this rank made, with the marks that bound its
+ * phases on the engine's stream, for the timeline's device lane. */
+static void hvd__timeline_dev_group(const hvd__response_t *resp,
+                                    hvd_handle_t *hs, hvd__tl_marks_t *m,
+                                    const char *reduce)
+{
+    const char *const phases[] = {"MEMCPY_IN_FUSION_BUFFER", reduce,
+                                  "MEMCPY_OUT_FUSION_BUFFER"};
+    if (m->n == 0) return; /* the timeline is off */
+    const char **names = malloc((size_t)resp->head.ndescs * sizeof *names + 1);
+    int n = 0;
+    for (int i = 0; names && i < resp->head.ndescs; i++)
+        if (hs[i]) names[n++] = resp->descs[i].name;
+    if (names)
+        hvd__timeline_device(m, names, n, phases);
+    else
+        hvd__timeline_drop(m);
+    free(names);
+}
+
 /* Several device allreduces of one dtype and op through the device fusion
  * buffer (HVD_FUSION_THRESHOLD bytes, made on first use, kept until
  * shutdown): pack, reduce into the result's buffer, unpack from there.
@@ -443,6 +465,7 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
     const hvd__desc_t *descs = resp->descs;
     int n = resp->head.ndescs, status;
     size_t total = 0, threshold = hvd__engine.config.fusion_threshold;
+    hvd__tl_marks_t marks = {0}; /* the timeline's, on the device */
     for (int i = 0; i < n; i++) total += hvd__desc_bytes(&descs[i]);
     ring_copy_t *copies = malloc((size_t)n * sizeof *copies + 1);
     status = copies ? hvd__dev_stream(dev) : HVD_ERR_NOMEM;
@@ -455,7 +478,9 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
     if (status == HVD_OK)
         status = dev->stream_wait(hvd__dev.stream, hvd__dev.freed);
     if (status == HVD_OK) status = hvd__await_callers(dev, hs, n, 1);
+    if (status == HVD_OK) hvd__timeline_mark(&marks, hvd__dev.stream);
     if (status == HVD_OK) status = hvd__dev_pack(dev, resp, hs, copies, 1);
+    if (status == HVD_OK) hvd__timeline_mark(&marks, hvd__dev.stream);
     /* ring reads the buffer from its own streams, which wait for this
      * (on the device, where they can): no wait here. */
     if (status == HVD_OK)
@@ -470,14 +495,19 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
         (ring_op_t)descs[0].op, hvd__dev.out, hvd__dev.packed,
         hvd__dev.reduced, hvd__dev.freed));
     double t2 = hvd__now();
-    hvd__timeline_group(resp, hs, hvd__phase(&descs[0], count), t1, t2);
+    const char *phase = hvd__timeline_on() ? hvd__phase(&descs[0], count) : "";
+    hvd__timeline_group(resp, hs, phase, t1, t2);
     /* The unpack once the result is in (within a node ring returns with
      * its work queued). */
     HVD_CHECK_DEV(dev->stream_wait(hvd__dev.stream, hvd__dev.reduced));
+    hvd__timeline_mark(&marks, hvd__dev.stream);
     HVD_CHECK_DEV(hvd__dev_pack(dev, resp, hs, copies, 0));
+    hvd__timeline_mark(&marks, hvd__dev.stream);
     HVD_CHECK_DEV(hvd__dev_finish(dev, hs, n));
     hvd__timeline_group(resp, hs, "MEMCPY_OUT_FUSION_BUFFER", t2, hvd__now());
+    hvd__timeline_dev_group(resp, hs, &marks, phase);
 out:
+    hvd__timeline_drop(&marks); /* a failed group's, if any */
     /* A failed group's copies, queued, may still read or write the
      * callers' tensors: theirs again when their calls fail. */
     if (status != HVD_OK && hvd__dev.stream)

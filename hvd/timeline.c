@@ -2,9 +2,13 @@
  * Perfetto) written by rank 0: one row ("process") per tensor name, with
  * its negotiation, its wait in the queue behind earlier responses, copies
  * into and out of the fusion buffer and the ring collective as complete
- * ("X") events. The array is closed at shutdown, so
- * the file parses as JSON; a killed job leaves it unterminated, which both
- * viewers still load. */
+ * ("X") events, on the lane ("thread") "host": when the engine did or
+ * queued them. A device group's copies and collective are queued and not
+ * waited for, so they also go on the lane "device", timed there by timer
+ * events on the engine's stream (as Horovod's timeline times its GPU
+ * operations by events), written once the device is through them. The
+ * array is closed at shutdown, so the file parses as JSON; a killed job
+ * leaves it unterminated, which both viewers still load. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +17,13 @@
 
 static FILE *hvd__trace;
 static double hvd__t0;
-static char **hvd__rows; /* tensor names, a row each */
+/* A row ("process") per tensor name, with its lanes ("threads"): the
+ * host's, and the device's once a device phase of it is written. */
+enum { HVD__LANE_HOST, HVD__LANE_DEVICE };
+static struct {
+    char *name;
+    int device_lane;
+} *hvd__rows;
 static size_t hvd__nrows;
 
 int hvd__timeline_open(const char *path)
@@ -40,38 +50,248 @@ static void hvd__json_string(FILE *f, const char *s)
     }
 }
 
-/* The row of a tensor; a new one is announced with a metadata event. */
+/* A lane of row pid named, with a metadata event. */
+static void hvd__lane(long pid, int tid, const char *name)
+{
+    fprintf(hvd__trace,
+            "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %ld, "
+            "\"tid\": %d, \"args\": {\"name\": \"%s\"}},\n",
+            pid, tid, name);
+}
+
+/* The row of a tensor; a new one is announced with metadata events. */
 static long hvd__row(const char *tensor)
 {
     for (size_t i = 0; i < hvd__nrows; i++)
-        if (strcmp(hvd__rows[i], tensor) == 0) return (long)i + 1;
-    char **rows = realloc(hvd__rows, (hvd__nrows + 1) * sizeof *rows);
+        if (strcmp(hvd__rows[i].name, tensor) == 0) return (long)i + 1;
+    void *rows = realloc(hvd__rows, (hvd__nrows + 1) * sizeof *hvd__rows);
     if (!rows) return 0;
     hvd__rows = rows;
-    if (!(hvd__rows[hvd__nrows] = strdup(tensor))) return 0;
-    hvd__nrows++;
+    if (!(hvd__rows[hvd__nrows].name = strdup(tensor))) return 0;
+    hvd__rows[hvd__nrows].device_lane = 0;
+    long pid = (long)++hvd__nrows;
     fprintf(hvd__trace,
-            "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %zu, "
+            "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %ld, "
             "\"args\": {\"name\": \"",
-            hvd__nrows);
+            pid);
     hvd__json_string(hvd__trace, tensor);
     fputs("\"}},\n", hvd__trace);
-    return (long)hvd__nrows;
+    hvd__lane(pid, HVD__LANE_HOST, "host");
+    return pid;
 }
 
 int hvd__timeline_on(void) { return hvd__trace != NULL; }
 
+/* A complete event on lane tid of row pid (0: none, out of memory). */
+static void hvd__write(long pid, int tid, const char *phase, double start_s,
+                       double end_s)
+{
+    if (pid <= 0) return;
+    fprintf(hvd__trace,
+            "{\"name\": \"%s\", \"ph\": \"X\", \"pid\": %ld, \"tid\": %d, "
+            "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"tensor\": \"",
+            phase, pid, tid, (start_s - hvd__t0) * 1e6,
+            (end_s - start_s) * 1e6);
+    hvd__json_string(hvd__trace, hvd__rows[pid - 1].name);
+    fputs("\"}},\n", hvd__trace);
+}
+
 void hvd__timeline_event(const char *tensor, const char *phase, double start_s,
                          double end_s)
 {
-    if (!hvd__trace) return;
-    long pid = hvd__row(tensor);
-    fprintf(hvd__trace,
-            "{\"name\": \"%s\", \"ph\": \"X\", \"pid\": %ld, \"tid\": 0, "
-            "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"tensor\": \"",
-            phase, pid, (start_s - hvd__t0) * 1e6, (end_s - start_s) * 1e6);
-    hvd__json_string(hvd__trace, tensor);
-    fputs("\"}},\n", hvd__trace);
+    if (hvd__trace)
+        hvd__write(hvd__row(tensor), HVD__LANE_HOST, phase, start_s, end_s);
+}
+
+/* ---- device time (engine thread only) ---- */
+
+/* A group handed over, waiting for the device: its marks, its phases,
+ * its tensors' rows. */
+typedef struct hvd__tl_group {
+    struct hvd__tl_group *next;
+    hvd__tl_marks_t marks;
+    const char *phases[HVD__TL_MARKS - 1];
+    int nrows;
+    long rows[];
+} hvd__tl_group_t;
+
+/* The device's times are placed on the host's clock through an anchor,
+ * a timer whose host time is known: the first is waited for on the host;
+ * then each written group's first mark becomes the next, so that every
+ * interval measured is short (cudaEventElapsedTime gives float ms) and
+ * the host waits for the device once a run. */
+static struct {
+    hvd__tl_group_t *head, **tail; /* handed over, oldest first */
+    ring_event_t **spare;          /* timers to record again */
+    size_t nspare, cap;
+    ring_event_t *anchor;
+    double anchor_s;
+    int off; /* the timers failed: no device phases from then on */
+} hvd__tl_dev = {.tail = &hvd__tl_dev.head};
+
+static ring_event_t *hvd__tl_take(const ring_dev_t *dev)
+{
+    ring_event_t *e = NULL;
+    if (hvd__tl_dev.nspare > 0) return hvd__tl_dev.spare[--hvd__tl_dev.nspare];
+    return dev->timer_create(&e) == RING_OK ? e : NULL;
+}
+
+static void hvd__tl_give(const ring_dev_t *dev, ring_event_t *e)
+{
+    if (!e) return;
+    if (hvd__tl_dev.nspare == hvd__tl_dev.cap) {
+        size_t cap = hvd__tl_dev.cap ? 2 * hvd__tl_dev.cap : 16;
+        void *bigger = realloc(hvd__tl_dev.spare, cap * sizeof(e));
+        if (!bigger) {
+            dev->event_destroy(e);
+            return;
+        }
+        hvd__tl_dev.spare = bigger;
+        hvd__tl_dev.cap = cap;
+    }
+    hvd__tl_dev.spare[hvd__tl_dev.nspare++] = e;
+}
+
+void hvd__timeline_drop(hvd__tl_marks_t *m)
+{
+    const ring_dev_t *dev = ring_dev();
+    for (int i = 0; dev && i < m->n; i++) hvd__tl_give(dev, m->at[i]);
+    m->n = 0;
+}
+
+/* Every group handed over, dropped unwritten. */
+static void hvd__tl_drop_all(void)
+{
+    while (hvd__tl_dev.head) {
+        hvd__tl_group_t *g = hvd__tl_dev.head;
+        hvd__tl_dev.head = g->next;
+        hvd__timeline_drop(&g->marks);
+        free(g);
+    }
+    hvd__tl_dev.tail = &hvd__tl_dev.head;
+}
+
+/* The device's timers failed (ring's message said how): said once, and
+ * no device phases from then on. */
+static void hvd__tl_off(void)
+{
+    if (!hvd__tl_dev.off)
+        hvd__log(HVD__LOG_WARNING, "HVD_TIMELINE: the device's timers "
+                 "failed (the message above says why); the trace leaves "
+                 "device phases out from here on");
+    hvd__tl_dev.off = 1;
+    hvd__tl_drop_all();
+}
+
+/* The first anchor: a timer recorded on s, waited for. */
+static int hvd__tl_anchor(const ring_dev_t *dev, ring_stream_t *s)
+{
+    if (hvd__tl_dev.anchor) return RING_OK;
+    ring_event_t *e = hvd__tl_take(dev);
+    int status = e ? dev->event_record(e, s) : RING_ERR_CUDA;
+    if (status == RING_OK) status = dev->event_sync(e);
+    if (status != RING_OK) {
+        hvd__tl_give(dev, e);
+        return status;
+    }
+    hvd__tl_dev.anchor = e;
+    hvd__tl_dev.anchor_s = hvd__now();
+    return RING_OK;
+}
+
+void hvd__timeline_mark(hvd__tl_marks_t *m, ring_stream_t *s)
+{
+    const ring_dev_t *dev = ring_dev();
+    if (!hvd__trace || hvd__tl_dev.off || !dev || m->n == HVD__TL_MARKS)
+        return;
+    ring_event_t *e = NULL;
+    int status = hvd__tl_anchor(dev, s);
+    if (status == RING_OK && !(e = hvd__tl_take(dev))) status = RING_ERR_CUDA;
+    if (status == RING_OK) status = dev->event_record(e, s);
+    if (status == RING_OK) {
+        m->at[m->n++] = e;
+        return;
+    }
+    hvd__tl_give(dev, e);
+    hvd__timeline_drop(m);
+    hvd__tl_off();
+}
+
+/* Writes the groups the device is through, oldest first (all of them,
+ * waiting for the device, when wait). */
+static void hvd__tl_write_done(int wait)
+{
+    const ring_dev_t *dev = ring_dev();
+    while (dev && hvd__tl_dev.head) {
+        hvd__tl_group_t *g = hvd__tl_dev.head;
+        hvd__tl_marks_t *m = &g->marks;
+        double at[HVD__TL_MARKS];
+        int done = 1, status = wait ? dev->event_sync(m->at[m->n - 1])
+                                    : dev->event_query(m->at[m->n - 1],
+                                                       &done);
+        if (status == RING_OK && !done) return;
+        for (int i = 0; status == RING_OK && i < m->n; i++) {
+            float ms = 0;
+            status = dev->elapsed(hvd__tl_dev.anchor, m->at[i], &ms);
+            at[i] = hvd__tl_dev.anchor_s + 1e-3 * ms;
+        }
+        if (status != RING_OK) {
+            hvd__tl_off();
+            return;
+        }
+        for (int r = 0; r < g->nrows; r++)
+            for (int i = 0; i + 1 < m->n; i++)
+                hvd__write(g->rows[r], HVD__LANE_DEVICE, g->phases[i], at[i],
+                           at[i + 1]);
+        hvd__tl_give(dev, hvd__tl_dev.anchor);
+        hvd__tl_dev.anchor = m->at[0];
+        hvd__tl_dev.anchor_s = at[0];
+        m->at[0] = NULL;
+        hvd__tl_dev.head = g->next;
+        if (!hvd__tl_dev.head) hvd__tl_dev.tail = &hvd__tl_dev.head;
+        hvd__timeline_drop(m);
+        free(g);
+    }
+}
+
+void hvd__timeline_device(hvd__tl_marks_t *m, const char *const *tensors,
+                          int ntensors, const char *const *phases)
+{
+    hvd__tl_group_t *g = NULL;
+    if (hvd__trace && !hvd__tl_dev.off && m->n >= 2)
+        g = malloc(sizeof *g + (size_t)ntensors * sizeof g->rows[0]);
+    if (!g) {
+        hvd__timeline_drop(m);
+        return;
+    }
+    *g = (hvd__tl_group_t){.marks = *m, .nrows = ntensors};
+    m->n = 0;
+    for (int i = 0; i + 1 < g->marks.n; i++) g->phases[i] = phases[i];
+    for (int r = 0; r < ntensors; r++) {
+        long pid = g->rows[r] = hvd__row(tensors[r]);
+        if (pid > 0 && !hvd__rows[pid - 1].device_lane) {
+            hvd__rows[pid - 1].device_lane = 1;
+            hvd__lane(pid, HVD__LANE_DEVICE, "device");
+        }
+    }
+    *hvd__tl_dev.tail = g;
+    hvd__tl_dev.tail = &g->next;
+    hvd__tl_write_done(0);
+}
+
+void hvd__timeline_device_end(void)
+{
+    const ring_dev_t *dev = ring_dev();
+    if (hvd__trace) hvd__tl_write_done(1);
+    hvd__tl_drop_all();
+    if (dev) {
+        hvd__tl_give(dev, hvd__tl_dev.anchor);
+        for (size_t i = 0; i < hvd__tl_dev.nspare; i++)
+            dev->event_destroy(hvd__tl_dev.spare[i]);
+    }
+    free(hvd__tl_dev.spare);
+    memset(&hvd__tl_dev, 0, sizeof hvd__tl_dev);
+    hvd__tl_dev.tail = &hvd__tl_dev.head;
 }
 
 void hvd__timeline_close(void)
@@ -82,7 +302,7 @@ void hvd__timeline_close(void)
           hvd__trace);
     fclose(hvd__trace);
     hvd__trace = NULL;
-    for (size_t i = 0; i < hvd__nrows; i++) free(hvd__rows[i]);
+    for (size_t i = 0; i < hvd__nrows; i++) free(hvd__rows[i].name);
     free(hvd__rows);
     hvd__rows = NULL;
     hvd__nrows = 0;

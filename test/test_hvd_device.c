@@ -10,7 +10,9 @@
  *   - device groups back to back, one per op (sum, min, max);
  *   - that device tensors did fuse: rank 0's HVD_TIMELINE holds
  *     MEMCPY_IN_FUSION_BUFFER events of groups (execute.c's device
- *     fusion);
+ *     fusion), each also on the device's lane (as the device ran it);
+ *     on the emulated device, a group's allreduce beside a rank whose
+ *     device is slow takes that long on rank 0's device lane;
  *   - on the emulated device, a lone device allreduce never waits for
  *     the device on the host: ring's work and its caller's stream are
  *     waited for on the device (it goes through the fusion buffer as a
@@ -305,6 +307,30 @@ static void test_lone_waits(void)
     }
     dev_copy(x, d, COUNT, 0);
     expect_sum("lone", x, 20, COUNT, size);
+    dev->release(d);
+    free(x);
+}
+
+/* ---- the timeline's device lane ---- */
+
+enum { LAG_US = 100000 };
+
+/* A device group while rank 1's device is slow (each of its operations
+ * LAG_US more, several before it posts its buffer): rank 0's device
+ * waits for rank 1's in the allreduce, so rank 0's device lane must say
+ * it took LAG_US at least, whatever its host spent queueing it
+ * (check_timeline). On the emulated device, at 2 ranks and more. */
+static void test_device_lane(void)
+{
+    enum { COUNT = 5000 }; /* 20 KB: within a node, IPC (4 KiB and up) */
+    float *d = dev_alloc(COUNT), *x = host_values(rank, 21, COUNT);
+    dev_copy(d, x, COUNT, 0);
+    if (rank == 1) ring__dev_emu_lag(LAG_US);
+    TEST_EQ(hvd_allreduce(d, d, COUNT, HVD_FLOAT32, HVD_SUM, "lagged"),
+            HVD_OK);
+    if (rank == 1) ring__dev_emu_lag(0);
+    dev_copy(x, d, COUNT, 0);
+    expect_sum("lagged", x, 21, COUNT, size);
     dev->release(d);
     free(x);
 }
@@ -724,7 +750,24 @@ static int fused_tensors(const char *text)
     return fused;
 }
 
-static void check_timeline(const char *path)
+/* The duration, in us, of the device lane's event of tensor that is not a
+ * copy (the collective); -1 when there is none. */
+static double device_collective_us(const char *text, const char *tensor)
+{
+    char want[64];
+    snprintf(want, sizeof want, "\"tensor\": \"%s\"", tensor);
+    for (const char *at = text; (at = strstr(at, want)); at++) {
+        const char *line = at, *lane, *dur, *copy = "{\"name\": \"MEMCPY";
+        while (line > text && line[-1] != '\n') line--;
+        if (strncmp(line, copy, strlen(copy)) != 0 &&
+            (lane = strstr(line, "\"tid\": 1,")) && lane < at &&
+            (dur = strstr(line, "\"dur\": ")) && dur < at)
+            return strtod(dur + 7, NULL);
+    }
+    return -1;
+}
+
+static void check_timeline(const char *path, int lagged)
 {
     FILE *f = fopen(path, "rb");
     static char text[1 << 22];
@@ -733,9 +776,19 @@ static void check_timeline(const char *path)
     if (f) fclose(f);
     int in = lines_with(text, "MEMCPY_IN_FUSION_BUFFER", NULL);
     int out = lines_with(text, "MEMCPY_OUT_FUSION_BUFFER", NULL);
+    int on_device = lines_with(text, "MEMCPY_IN_FUSION_BUFFER", "\"tid\": 1,");
     int fused = fused_tensors(text);
     printf("timeline: %d device tensors went through the fusion buffer, %d "
-           "of them with others\n", in, fused);
+           "of them with others; %d as the device ran them\n", in, fused,
+           on_device);
+    /* Each on both lanes: as the host queued it, as the device ran it. */
+    TEST_EQ(2 * on_device, in);
+    if (lagged) {
+        double us = device_collective_us(text, "lagged");
+        printf("timeline: the allreduce beside a slow rank took %.0f us on "
+               "the device\n", us);
+        TEST_TRUE(us >= LAG_US);
+    }
     /* A lone allreduce goes through it too: a group's tensors share
      * their events' start. */
     TEST_TRUE(fused >= 4);
@@ -831,7 +884,9 @@ int main(int argc, char **argv)
     test_back_to_back();
     test_stream(0);
     test_stream(1);
+    int lagged = dev == &ring__dev_emulated && size > 1;
     if (dev == &ring__dev_emulated) test_lone_waits();
+    if (lagged) test_device_lane();
     test_broadcast_allgather();
     if (size > 1) test_mismatch(); /* ranks that disagree */
     test_bad_input();
@@ -844,7 +899,7 @@ int main(int argc, char **argv)
     TEST_EQ(hvd_shutdown(), HVD_OK); /* closes the timeline */
     /* nothing exported was freed while another rank had it open */
     if (dev == &ring__dev_emulated) TEST_EQ(ring__dev_emu_misuses(), 0u);
-    if (rank == 0) check_timeline(path);
+    if (rank == 0) check_timeline(path, lagged);
     unlink(path);
     if (rank == 0)
         printf("test_hvd_device n=%d on %s: %s\n", size, dev->name,
