@@ -43,10 +43,12 @@
 #      the node has nvidia-cuda-mps-control;
 #   7. the cnn as in 3, ours as it is against torch with --torch-cudnn
 #      exact: both in float FMAs with deterministic algorithms;
-#   8. where a 2-rank cnn step's time goes: HVD_TIMELINE over 300 steps,
-#      summed by phase (bench/timeline_phases.py, the first 2 s dropped;
-#      since 049f679 a fused group's allreduce phase is the time to queue
-#      it, the device's time shows in --profile's loss read instead);
+#   8. where a 2-rank step's time goes, mlp and cnn: HVD_TIMELINE over
+#      300 steps, summed by phase (bench/timeline_phases.py, the first 2 s
+#      dropped): the host lane's phases are the time to queue them (since
+#      049f679), the device lane's (since dcb56b9) the time the device
+#      took, a group's allreduce from its pack's end to its result's,
+#      waiting for the other rank's device included;
 #   9. synthetic_benchmark --device cuda, mlp and cnn at 1 rank;
 #  10. ours at 4 ranks sharing the GPU, mlp and cnn at batch 64 (measured
 #      on 2026-11-27), and again with their groups in one step
@@ -221,12 +223,13 @@ fi
 fits ct512_exact 45 &&
     ct ct512_exact --models cnn --ranks 1 --batch-size 512 --steps-cnn 200 \
         --torch-cudnn exact
-if fits timeline 20; then
-    HVD_TIMELINE=$out/timeline_cnn_np2.json train 2 cnn \
-        > "$out/timeline_run.txt" 2>&1
-    echo "timeline rc=$? at $((SECONDS - t0))s"
-    python3 bench/timeline_phases.py "$out/timeline_cnn_np2.json" 2 |
-        tee "$out/timeline_phases.txt"
+if fits timeline 30; then
+    for model in mlp cnn; do
+        HVD_TIMELINE=$out/timeline_${model}_np2.json train 2 $model \
+            > "$out/timeline_run_$model.txt" 2>&1
+        echo "# $model at 2 ranks: timeline rc=$? at $((SECONDS - t0))s"
+        python3 bench/timeline_phases.py "$out/timeline_${model}_np2.json" 2
+    done | tee "$out/timeline_phases.txt"
 fi
 if fits synthetic 20; then
     for model in mlp cnn; do
