@@ -472,6 +472,8 @@ static int hvd__run_fused_device(const hvd__response_t *resp,
     size_t want = total > threshold ? total : threshold;
     if (hvd__dev.fusion_cap < want || hvd__dev.out_cap < total)
         HVD_CHECK_DEV(hvd__dev_fusion_grow(dev, want, total, status, shared));
+    /* The first time, a wait for the engine's own stream alone. */
+    if (status == HVD_OK) hvd__timeline_anchor(hvd__dev.stream);
     double t0 = hvd__now();
     /* Once the last group's readers of the fusion buffer are through
      * (every rank's, on the device). */

@@ -18,7 +18,7 @@
 static FILE *hvd__trace;
 static double hvd__t0;
 /* A row ("process") per tensor name, with its lanes ("threads"): the
- * host's, and the device's once a device phase of it is written. */
+ * host's, and the device's once a device group of it is handed over. */
 enum { HVD__LANE_HOST, HVD__LANE_DEVICE };
 static struct {
     char *name;
@@ -116,10 +116,14 @@ typedef struct hvd__tl_group {
 } hvd__tl_group_t;
 
 /* The device's times are placed on the host's clock through an anchor,
- * a timer whose host time is known: the first is waited for on the host;
- * then each written group's first mark becomes the next, so that every
- * interval measured is short (cudaEventElapsedTime gives float ms) and
- * the host waits for the device once a run. */
+ * a timer whose host time is known: the first is waited for on the host
+ * (hvd__timeline_anchor), once a run; then each written group's first
+ * mark becomes the next. A group's first mark is timed from the anchor,
+ * its others from its first: cudaEventElapsedTime gives float ms, whose
+ * step grows with the interval (4 us at a minute), and a phase's length
+ * stays exact after an idle spell. The device's clock is not set against
+ * the host's again: over a long run the device lane may drift against
+ * the host lane by their rates' difference (the lengths do not). */
 static struct {
     hvd__tl_group_t *head, **tail; /* handed over, oldest first */
     ring_event_t **spare;          /* timers to record again */
@@ -183,31 +187,30 @@ static void hvd__tl_off(void)
     hvd__tl_drop_all();
 }
 
-/* The first anchor: a timer recorded on s, waited for. */
-static int hvd__tl_anchor(const ring_dev_t *dev, ring_stream_t *s)
+void hvd__timeline_anchor(ring_stream_t *s)
 {
-    if (hvd__tl_dev.anchor) return RING_OK;
+    const ring_dev_t *dev = ring_dev();
+    if (!hvd__trace || hvd__tl_dev.off || !dev || hvd__tl_dev.anchor) return;
     ring_event_t *e = hvd__tl_take(dev);
     int status = e ? dev->event_record(e, s) : RING_ERR_CUDA;
     if (status == RING_OK) status = dev->event_sync(e);
     if (status != RING_OK) {
         hvd__tl_give(dev, e);
-        return status;
+        hvd__tl_off();
+        return;
     }
     hvd__tl_dev.anchor = e;
     hvd__tl_dev.anchor_s = hvd__now();
-    return RING_OK;
 }
 
 void hvd__timeline_mark(hvd__tl_marks_t *m, ring_stream_t *s)
 {
     const ring_dev_t *dev = ring_dev();
-    if (!hvd__trace || hvd__tl_dev.off || !dev || m->n == HVD__TL_MARKS)
+    if (!hvd__trace || hvd__tl_dev.off || !dev || !hvd__tl_dev.anchor ||
+        m->n == HVD__TL_MARKS)
         return;
-    ring_event_t *e = NULL;
-    int status = hvd__tl_anchor(dev, s);
-    if (status == RING_OK && !(e = hvd__tl_take(dev))) status = RING_ERR_CUDA;
-    if (status == RING_OK) status = dev->event_record(e, s);
+    ring_event_t *e = hvd__tl_take(dev);
+    int status = e ? dev->event_record(e, s) : RING_ERR_CUDA;
     if (status == RING_OK) {
         m->at[m->n++] = e;
         return;
@@ -232,8 +235,9 @@ static void hvd__tl_write_done(int wait)
         if (status == RING_OK && !done) return;
         for (int i = 0; status == RING_OK && i < m->n; i++) {
             float ms = 0;
-            status = dev->elapsed(hvd__tl_dev.anchor, m->at[i], &ms);
-            at[i] = hvd__tl_dev.anchor_s + 1e-3 * ms;
+            status = dev->elapsed(i ? m->at[0] : hvd__tl_dev.anchor,
+                                  m->at[i], &ms);
+            at[i] = (i ? at[0] : hvd__tl_dev.anchor_s) + 1e-3 * ms;
         }
         if (status != RING_OK) {
             hvd__tl_off();

@@ -15,9 +15,12 @@ void hvd__timeline_event(const char *tensor, const char *phase, double start_s,
 void hvd__timeline_close(void);
 
 /* A device group's phases as the device ran them, on a lane "device" of
- * each tensor's row (engine thread only): hvd__timeline_mark records a
- * timer on the stream that runs them at each bound, the first before the
- * first phase's work, then one after each phase's; hvd__timeline_device
+ * each tensor's row (engine thread only): hvd__timeline_anchor, before
+ * anything of the group is queued on the stream that runs its phases,
+ * sets the device's clock against the host's the first time (the host
+ * waits for the stream, once a run); hvd__timeline_mark records a timer
+ * on that stream at each bound, the first before the first phase's work,
+ * then one after each phase's; hvd__timeline_device
  * hands the marks over with the tensors and the phases' names (static
  * strings, one fewer than marks), to be written once the device is
  * through them (found at a later call; hvd__timeline_device_end, before
@@ -29,6 +32,7 @@ typedef struct {
     ring_event_t *at[HVD__TL_MARKS];
     int n;
 } hvd__tl_marks_t;
+void hvd__timeline_anchor(ring_stream_t *s);
 void hvd__timeline_mark(hvd__tl_marks_t *m, ring_stream_t *s);
 void hvd__timeline_device(hvd__tl_marks_t *m, const char *const *tensors,
                           int ntensors, const char *const *phases);

@@ -509,8 +509,9 @@ static void test_event_query(void)
 
 /* Timers: the time between two records is the work queued between them
  * (here two operations of a process made slower by LAG_MS each), either
- * way round, and a timer recorded again times its new record; a stream
- * waits for one as for any event. elapsed refuses, saying why, an event
+ * way round, and a timer recorded again times its new record, on another
+ * stream too, while its old one is still queued; a stream waits for one
+ * as for any event. elapsed refuses, saying why, an event
  * of event_create's, one never recorded, and one whose work is not done
  * (when it is not yet: the lag makes that all but certain). */
 static void test_timers(void)
@@ -550,6 +551,19 @@ static void test_timers(void)
     DEV_OK(dev->stream_sync(s));
     DEV_OK(dev->elapsed(b, a, &ms));
     TEST_TRUE(ms >= 0);
+    /* Recorded behind slow work on s, then again on the idle other before
+     * that ran: a is its second record, and the first, run later, leaves
+     * it be. */
+    ring__dev_emu_lag(LAG_MS * 1000);
+    DEV_OK(dev->copy(d, &byte, 1, s));
+    DEV_OK(dev->event_record(a, s));
+    DEV_OK(dev->event_record(a, other));
+    DEV_OK(dev->event_record(b, s));
+    DEV_OK(dev->stream_sync(s));
+    ring__dev_emu_lag(0);
+    DEV_OK(dev->stream_sync(other));
+    DEV_OK(dev->elapsed(a, b, &ms));
+    TEST_TRUE(ms >= LAG_MS * 0.9);
     TEST_SAYS(dev->elapsed(plain, b, &ms), RING_ERR_CUDA, "keeps no time");
     TEST_SAYS(dev->elapsed(a, never, &ms), RING_ERR_CUDA, "never recorded");
     ring_event_t *all[] = {a, b, c, never, plain};

@@ -727,8 +727,8 @@ static int lines_with(const char *text, const char *a, const char *b)
     return n;
 }
 
-/* The MEMCPY_IN_FUSION_BUFFER events whose start ("ts") another such
- * event shares: tensors of a group of two or more. */
+/* The host lane's MEMCPY_IN_FUSION_BUFFER events whose start ("ts")
+ * another such event shares: tensors of a group of two or more. */
 static int fused_tensors(const char *text)
 {
     enum { MAX = 4096 };
@@ -738,8 +738,8 @@ static int fused_tensors(const char *text)
     for (const char *at = text; n < MAX &&
                                 (at = strstr(at, "MEMCPY_IN_FUSION_BUFFER"));
          at++) {
-        const char *t = strstr(at, key);
-        if (t) ts[n++] = strtod(t + strlen(key), NULL);
+        const char *t = strstr(at, key), *host = strstr(at, "\"tid\": 0,");
+        if (t && host && host < t) ts[n++] = strtod(t + strlen(key), NULL);
     }
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++)
@@ -750,16 +750,22 @@ static int fused_tensors(const char *text)
     return fused;
 }
 
-/* The duration, in us, of the device lane's event of tensor that is not a
- * copy (the collective); -1 when there is none. */
-static double device_collective_us(const char *text, const char *tensor)
+/* The duration, in us, of the device lane's event of tensor named phase,
+ * or with phase NULL the one that is no copy (the collective); -1 when
+ * there is none. */
+static double device_us(const char *text, const char *tensor,
+                        const char *phase)
 {
-    char want[64];
+    char want[64], name[64];
     snprintf(want, sizeof want, "\"tensor\": \"%s\"", tensor);
+    /* the phase's whole name, or any copy's beginning */
+    snprintf(name, sizeof name, "{\"name\": \"%s%s",
+             phase ? phase : "MEMCPY", phase ? "\"" : "");
     for (const char *at = text; (at = strstr(at, want)); at++) {
-        const char *line = at, *lane, *dur, *copy = "{\"name\": \"MEMCPY";
+        const char *line = at, *lane, *dur;
         while (line > text && line[-1] != '\n') line--;
-        if (strncmp(line, copy, strlen(copy)) != 0 &&
+        int named = strncmp(line, name, strlen(name)) == 0;
+        if (named == (phase != NULL) &&
             (lane = strstr(line, "\"tid\": 1,")) && lane < at &&
             (dur = strstr(line, "\"dur\": ")) && dur < at)
             return strtod(dur + 7, NULL);
@@ -784,10 +790,16 @@ static void check_timeline(const char *path, int lagged)
     /* Each on both lanes: as the host queued it, as the device ran it. */
     TEST_EQ(2 * on_device, in);
     if (lagged) {
-        double us = device_collective_us(text, "lagged");
-        printf("timeline: the allreduce beside a slow rank took %.0f us on "
-               "the device\n", us);
+        /* The wait for rank 1 in the allreduce, not in rank 0's copies. */
+        double in_us = device_us(text, "lagged", "MEMCPY_IN_FUSION_BUFFER"),
+               us = device_us(text, "lagged", NULL),
+               out_us = device_us(text, "lagged", "MEMCPY_OUT_FUSION_BUFFER");
+        printf("timeline: beside a slow rank, the device took %.0f us to "
+               "pack, %.0f to allreduce, %.0f to unpack\n", in_us, us,
+               out_us);
         TEST_TRUE(us >= LAG_US);
+        TEST_TRUE(in_us >= 0 && in_us < LAG_US);
+        TEST_TRUE(out_us >= 0 && out_us < LAG_US);
     }
     /* A lone allreduce goes through it too: a group's tensors share
      * their events' start. */

@@ -68,7 +68,8 @@
 # gpu-check's logs in WORK/gpu-check, each step's output in WORK/out.
 # The device tool brings back at most 8 files from OUT, so OUT gets two:
 # results.tar.gz (WORK/out and gpu-check's logs and summary, not the
-# build) and summary.txt (gpu-check's table), written again after each
+# build) and summary.txt (gpu-check's table, and the targets met or
+# missed so far: bench/results/issue23/targets.py), written again after each
 # step (a command the tool kills at its limit runs no exit trap) and when
 # the script ends; what to read is also printed as it goes. Every
 # timeout is held to what is left of BUDGET, and the tests' own
@@ -99,10 +100,14 @@ data=${DATA:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 t0=$SECONDS
 mkdir -p "$out" "$work/gpu-check" || exit 2
-# OUT's two files as things stand, each replaced whole.
+# OUT's two files as things stand, each replaced whole: summary.txt is
+# gpu-check's table, then the targets met or missed so far.
 pack() {
-    cp "$work/gpu-check/summary.txt" "$ret/summary.txt.tmp" 2>/dev/null &&
-        mv "$ret/summary.txt.tmp" "$ret/summary.txt"
+    python3 "$top/bench/results/issue23/targets.py" "$out" \
+        > "$out/targets.txt" 2>&1
+    cat "$work/gpu-check/summary.txt" "$out/targets.txt" \
+        > "$ret/summary.txt.tmp" 2>/dev/null
+    mv "$ret/summary.txt.tmp" "$ret/summary.txt"
     # A run whose timeout outlived its parent may still be writing: tar
     # then says so (1), and the archive is still what it holds.
     (cd "$work" && { find out -type f -print0
@@ -257,4 +262,6 @@ elif fits nsys 60; then
         --epochs 100 > "$out/nsys_cnn64.txt" 2>&1
     echo "nsys rc=$? at $((SECONDS - t0))s"
 fi
+pack
+cat "$out/targets.txt"
 echo "end at $((SECONDS - t0))s"
