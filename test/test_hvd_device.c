@@ -798,8 +798,8 @@ static void check_timeline(const char *path, int lagged)
                "pack, %.0f to allreduce, %.0f to unpack\n", in_us, us,
                out_us);
         TEST_TRUE(us >= LAG_US);
-        TEST_TRUE(in_us >= 0 && in_us < LAG_US);
-        TEST_TRUE(out_us >= 0 && out_us < LAG_US);
+        /* a wide margin: rank 0's copies are microseconds */
+        TEST_TRUE(in_us >= 0 && out_us >= 0 && in_us + out_us < us / 2);
     }
     /* A lone allreduce goes through it too: a group's tensors share
      * their events' start. */
