@@ -6,7 +6,8 @@
  *       below, shuts down, and then rank 0 checks that PATH holds one JSON
  *       array ("[" ... "]") mentioning every name, and an event named PHASE
  *       when given (SHM_ALLREDUCE or RING_ALLREDUCE: the path the
- *       allreduces took).
+ *       allreduces took); and an allreduce named `odd`, whose quotes,
+ *       backslash and tab the file escapes.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <ctype.h>
@@ -18,6 +19,8 @@
 static const char *const names[] = {"tl.blocking", "tl.async.0",
                                     "tl.async.1", "tl.async.2", "tl.bcast",
                                     "tl.gather"};
+static const char odd[] = "tl.odd \"q\" \\ \t",
+                  odd_escaped[] = "tl.odd \\\"q\\\" \\\\ \\u0009";
 
 /* The whole file, NUL-terminated; NULL if it cannot be read. */
 static char *slurp(const char *path)
@@ -59,6 +62,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < 3; k++) TEST_EQ(h[k] ? hvd_wait(h[k]) : -1, HVD_OK);
     TEST_EQ(hvd_broadcast(x, 64, HVD_FLOAT32, 0, names[4]), HVD_OK);
     TEST_EQ(hvd_allgather(x, 64, y, HVD_FLOAT32, names[5]), HVD_OK);
+    TEST_EQ(hvd_allreduce(x, y, 16, HVD_FLOAT32, HVD_SUM, odd), HVD_OK);
     TEST_EQ(hvd_shutdown(), HVD_OK);
     free(y);
 
@@ -78,6 +82,9 @@ int main(int argc, char **argv)
                 if (!strstr(text, names[k]))
                     TEST_FAIL("timeline n=%d: %s never mentions \"%s\"", size,
                               path, names[k]);
+            if (!strstr(text, odd_escaped))
+                TEST_FAIL("timeline n=%d: %s never mentions %s", size, path,
+                          odd_escaped);
             char event[64];
             snprintf(event, sizeof event, "\"name\": \"%s\"",
                      phase ? phase : "");
