@@ -35,6 +35,9 @@ enum { MAX_N = RING_DEV_MAX_INPUTS, PAD = 64 };
 /* Elements of the long cases: 100003 (no multiple of a block or vector);
  * --quick, for the slow sanitizers of scripts/gpu-check: 4099. */
 static size_t COUNT = 100003;
+/* --quick also leaves out the one case that makes CUDA fail on purpose:
+ * compute-sanitizer reports a failed API call as an error. */
+static int quick;
 
 static const ring_dev_t *dev = &ring__dev_cuda;
 static ring_stream_t *stream;
@@ -205,7 +208,7 @@ static void test_basics(void)
 
     /* Timers time the copies between their records; an event of
      * event_create's keeps no time, and saying so leaves no error behind
-     * for the next call's check. */
+     * for the next call's check (not under the sanitizers: --quick). */
     ring_event_t *t0, *t1;
     float ms = -1;
     MUST(dev->timer_create(&t0));
@@ -216,7 +219,7 @@ static void test_basics(void)
     MUST(dev->event_sync(t1));
     MUST(dev->elapsed(t0, t1, &ms));
     TEST_TRUE(ms > 0 && ms < 10e3);
-    TEST_EQ(dev->elapsed(ev, t1, &ms), RING_ERR_CUDA);
+    if (!quick) TEST_EQ(dev->elapsed(ev, t1, &ms), RING_ERR_CUDA);
     TEST_EQ(cudaPeekAtLastError(), cudaSuccess);
     MUST(dev->event_destroy(t0));
     MUST(dev->event_destroy(t1));
@@ -479,7 +482,8 @@ static void test_convert(unsigned char *h32, unsigned char *want,
 int main(int argc, char **argv)
 {
     int ndev = 0;
-    if (argc > 1 && strcmp(argv[1], "--quick") == 0) COUNT = 4099;
+    quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    if (quick) COUNT = 4099;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)
         TEST_SKIP("no CUDA device visible");
     TEST_TRUE(strcmp(dev->name, "cuda") == 0);
