@@ -52,6 +52,57 @@ out:
     return status;
 }
 
+/* *slab, the window's slab asked for, as the shared memory of every
+ * node has room for it (ring/shm_room.c): halved until it fits, down to
+ * RING_CTX_SLAB_MIN (a fused allreduce larger than the slab runs in
+ * pieces); 0 where not even that fits: no window, the allreduces within
+ * the node go over MPI, or with HVD_INTRANODE=shm RING_ERR_NOMEM. The
+ * least over every node, so that all take the same way. Said by rank 0
+ * when it is not the slab asked for. */
+static int ring__ctx_slab_fits(ring_ctx_t *ctx, MPI_Comm node,
+                               ring_intranode_t intranode, size_t *slab)
+{
+    int status = RING_OK, n, rank;
+    uint64_t room;
+    RING_CHECK_MPI(MPI_Comm_size(node, &n));
+    RING_CHECK_MPI(MPI_Comm_rank(ctx->comm, &rank));
+    RING_CHECK(ring__shm_room(node, &room));
+    unsigned long long fits = *slab;
+    while (fits > RING_CTX_SLAB_MIN && ring__shm_need(n, fits) > room)
+        fits = fits / 2 < RING_CTX_SLAB_MIN ? RING_CTX_SLAB_MIN : fits / 2;
+    if (ring__shm_need(n, fits) > room) fits = 0;
+    RING_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &fits, 1,
+                                 MPI_UNSIGNED_LONG_LONG, MPI_MIN, ctx->comm));
+    if (fits == *slab) goto out;
+    if (rank == 0 && fits == 0)
+        ring__log("%s: a node's %s has too little room for the shared "
+                  "window (%d slabs of %d bytes at least; rank 0's has "
+                  "%llu bytes free): %s; give the node more shared "
+                  "memory (docker run --shm-size, a larger /dev/shm)",
+                  intranode == RING_INTRANODE_SHM ? "ring_ctx_create: "
+                                                    "HVD_INTRANODE=shm"
+                                                  : "warning",
+                  ring__shm_dir(), n, RING_CTX_SLAB_MIN,
+                  (unsigned long long)room,
+                  intranode == RING_INTRANODE_SHM
+                      ? "it cannot be made (HVD_INTRANODE=auto goes on "
+                        "without it)"
+                      : "allreduces within the node go over MPI, slower");
+    else if (rank == 0)
+        ring__log("warning: a node's %s has too little room for the shared "
+                  "window's slabs of %zu bytes (rank 0's has %llu bytes "
+                  "free): they are %llu bytes, and a fused allreduce "
+                  "larger than that runs in pieces (hvd: "
+                  "HVD_FUSION_THRESHOLD); give the node more shared memory "
+                  "(docker run --shm-size, a larger /dev/shm) for the "
+                  "whole",
+                  ring__shm_dir(), *slab, (unsigned long long)room, fits);
+    if (fits == 0 && intranode == RING_INTRANODE_SHM) status = RING_ERR_NOMEM;
+    *slab = (size_t)fits;
+out:
+    return status;
+}
+
 /* What opts ask for, given the nodes: the hierarchical communicators and
  * the window. Every rank reaches the same decisions from the same
  * numbers. */
@@ -89,7 +140,9 @@ static int ring__ctx_build(ring_ctx_t *ctx, const ring_ctx_opts_t *opts,
         goto out;
     size_t slab = opts->slab_bytes > RING_CTX_SLAB_MIN ? opts->slab_bytes
                                                         : RING_CTX_SLAB_MIN;
-    status = ring_shm_create(hier ? ctx->node : ctx->comm, slab, &ctx->shm);
+    MPI_Comm node = hier ? ctx->node : ctx->comm;
+    RING_CHECK(ring__ctx_slab_fits(ctx, node, opts->intranode, &slab));
+    if (slab > 0) status = ring_shm_create(node, slab, &ctx->shm);
 out:
     return status;
 }

@@ -317,7 +317,9 @@ typedef enum {
 typedef struct {
     /* Each rank's slab of the shared window: a fused allreduce of up to
      * this many bytes runs in one chunk. 0: RING_CTX_SLAB_MIN; smaller
-     * values are raised to it. */
+     * values are raised to it. Halved, rank 0 warning, until the window
+     * fits in every node's shared memory; below RING_CTX_SLAB_MIN no
+     * window (RING_INTRANODE_SHM: RING_ERR_NOMEM). */
     size_t slab_bytes;
     ring_intranode_t intranode;
     /* 1: across nodes, reduce within each node, then across the nodes
@@ -477,7 +479,9 @@ typedef struct ring_shm ring_shm_t;
 
 /* Collective over comm: makes the window, with a slab of slab_bytes
  * (rounded up to a page) for each rank. RING_ERR_ARG, on every rank, when
- * comm's ranks are not all on one node. */
+ * comm's ranks are not all on one node; RING_ERR_NOMEM, on every rank,
+ * rank 0 saying why, when the node's shared memory (/dev/shm, or Open
+ * MPI's osc_sm_backing_directory) has too little room for it. */
 int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **shm);
 
 /* Collective: frees the window; *shm becomes NULL. NULL is a no-op. */

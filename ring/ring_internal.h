@@ -374,6 +374,16 @@ typedef int ring__allreduce_fn(const ring__coll_t *c, const void *sendbuf,
 ring__allreduce_fn ring__allreduce_rdb, ring__allreduce_rhd; /* recursive.c */
 ring__allreduce_fn ring__allreduce_hier;                     /* hier.c */
 
+/* Where MPI keeps the node's shared windows (ring/shm_room.c): /dev/shm,
+ * or Open MPI's osc_sm_backing_directory when set. */
+const char *ring__shm_dir(void);
+/* Collective over comm (one node): the bytes free there as comm's rank 0
+ * sees them, on every rank; UINT64_MAX where it cannot tell. */
+int ring__shm_room(MPI_Comm comm, uint64_t *room);
+/* What a window with a slab of slab_bytes for each of nranks takes there
+ * (ring/shm.c's layout, and room for MPI's own headers). */
+uint64_t ring__shm_need(int nranks, size_t slab_bytes);
+
 /* The shared window (shm.c): within one node, or as each node's stage
  * when c->ctx->cross is set; apply (or NULL) as ring_shm_allreduce_apply.
  * RING_ERR_ARG, with a message, when a buffer overlaps the slab other

@@ -151,6 +151,16 @@ struct ring_shm {
     uint64_t nchunks;      /* chunks run so far */
 };
 
+uint64_t ring__shm_need(int nranks, size_t slab_bytes)
+{
+    /* Each rank's part (below), page-aligned by MPI's noncontiguous
+     * layout at worst, and a MiB for MPI's headers (Open MPI's took 4 KB
+     * more than the parts). */
+    uint64_t slab = (slab_bytes + RING__SHM_PAGE - 1) / RING__SHM_PAGE *
+                    RING__SHM_PAGE;
+    return (uint64_t)nranks * (slab + 3 * RING__SHM_PAGE) + (1u << 20);
+}
+
 int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **out)
 {
     int status = RING_OK, local_size;
@@ -181,6 +191,26 @@ int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **out)
         ring__log("ring_shm_create: the ranks of comm span several nodes; "
                   "shared memory needs them on one");
         status = RING_ERR_ARG;
+        goto out;
+    }
+    /* Asked of MPI only where it fits (ring/shm_room.c): the ranks'
+     * largest slab, as though every rank had it. */
+    unsigned long long most = slab_bytes;
+    uint64_t room;
+    RING_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &most, 1,
+                                 MPI_UNSIGNED_LONG_LONG, MPI_MAX, shm->comm));
+    RING_CHECK(ring__shm_room(shm->comm, &room));
+    uint64_t need = ring__shm_need(shm->size, (size_t)most);
+    if (need > room) {
+        if (shm->rank == 0)
+            ring__log("ring_shm_create: a shared window of %d slabs of %zu "
+                      "bytes needs about %llu bytes in %s, which has %llu "
+                      "free: give the node more shared memory (docker run "
+                      "--shm-size, a larger /dev/shm) or ask for a smaller "
+                      "slab", shm->size, (size_t)most,
+                      (unsigned long long)need, ring__shm_dir(),
+                      (unsigned long long)room);
+        status = RING_ERR_NOMEM;
         goto out;
     }
     shm->slab_bytes = (slab_bytes + RING__SHM_PAGE - 1) /

@@ -13,6 +13,9 @@
  *                                    launched with different values of a
  *                                    setting that must agree
  *                                    (test/hvd_mismatch.sh)
+ *   test_hvd_env NAME=VALUE... nomem the same with HVD_ERR_NOMEM: no room
+ *                                    for what a setting asks
+ *                                    (test/shm_room.sh)
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdint.h>
@@ -58,11 +61,12 @@ int main(int argc, char **argv)
     const char *mode = argc > 2 ? argv[argc - 1] : "";
     int expect_ok = strcmp(mode, "good") == 0;
     int refusal = strcmp(mode, "mismatch") == 0 ? HVD_ERR_MISMATCH
+                  : strcmp(mode, "nomem") == 0  ? HVD_ERR_NOMEM
                                                 : HVD_ERR_ARG;
     if (!expect_ok && strcmp(mode, "bad") != 0 &&
-        strcmp(mode, "mismatch") != 0) {
-        fprintf(stderr,
-                "usage: test_hvd_env NAME=VALUE... good|bad|mismatch\n");
+        strcmp(mode, "mismatch") != 0 && strcmp(mode, "nomem") != 0) {
+        fprintf(stderr, "usage: test_hvd_env NAME=VALUE... "
+                        "good|bad|mismatch|nomem\n");
         return TEST_HARD_ERROR;
     }
     for (int i = 1; i < argc - 1; i++) {

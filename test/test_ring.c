@@ -455,7 +455,8 @@ static void test_allreduces(const how_t *how, const size_t *counts,
 }
 
 /* Buffers that overlap the slab without being it, or overrun it, are
- * refused before any rank waits for another. */
+ * refused before any rank waits for another; so is a window without
+ * room. */
 static void test_shm_bad_arguments(ring_shm_t *shm)
 {
     float x[4] = {0};
@@ -470,6 +471,20 @@ static void test_shm_bad_arguments(ring_shm_t *shm)
               "ring_shm_create: comm is NULL\n");
     TEST_SAYS(ring_shm_create(MPI_COMM_WORLD, 64, NULL), a,
               "ring_shm_create: out is NULL\n");
+    TEST_TRUE(none == NULL);
+    /* A window the node's shared memory has no room for (/proc has no
+     * free bytes) is refused on every rank, rank 0 saying why, before MPI
+     * is asked (Open MPI's would leave the others waiting). */
+    const char *var = "OMPI_MCA_osc_sm_backing_directory";
+    char *was = getenv(var) ? strdup(getenv(var)) : NULL;
+    setenv(var, "/proc", 1);
+    TEST_SAYS(ring_shm_create(MPI_COMM_WORLD, 64, &none), RING_ERR_NOMEM,
+              rank == 0 ? "in /proc, which has 0 free" : NULL);
+    if (was)
+        setenv(var, was, 1);
+    else
+        unsetenv(var);
+    free(was);
     TEST_TRUE(none == NULL);
     TEST_SAYS(ring_shm_slab(NULL, (void **)&slab, &bytes), a,
               "ring_shm_slab: shm is NULL\n");

@@ -1,0 +1,37 @@
+/* ring/shm_room.c: whether the node's shared-memory filesystem has room
+ * for a shared window, asked before the window is made.
+ *
+ * MPI keeps a shared window's pages in a file there (/dev/shm on Linux;
+ * Open MPI's osc_sm_backing_directory). A container's is often small
+ * (Docker's default: 64 MB), and a window that does not fit does not fail
+ * on every rank alike: Open MPI 4.1's MPI_Win_allocate_shared fails on
+ * the rank that makes the file and leaves the others waiting in it (or,
+ * with the default error handler, aborts the job with "internal error").
+ * So the ranks ask first, together, and a window that does not fit is
+ * never asked for (ring_shm_create), or is made smaller (ring/ctx.c).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/statvfs.h>
+#include "ring/ring_internal.h"
+
+const char *ring__shm_dir(void)
+{
+    /* mpirun --mca osc_sm_backing_directory D passes it on so */
+    const char *dir = getenv("OMPI_MCA_osc_sm_backing_directory");
+    return dir && *dir ? dir : "/dev/shm";
+}
+
+int ring__shm_room(MPI_Comm comm, uint64_t *room)
+{
+    int status = RING_OK, rank;
+    uint64_t free_bytes = UINT64_MAX;
+    struct statvfs fs;
+    RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    if (rank == 0 && statvfs(ring__shm_dir(), &fs) == 0)
+        free_bytes = (uint64_t)fs.f_bavail * (uint64_t)fs.f_frsize;
+    RING_CHECK_MPI(MPI_Bcast(&free_bytes, 1, MPI_UINT64_T, 0, comm));
+    *room = free_bytes;
+out:
+    return status;
+}
