@@ -76,27 +76,30 @@ static int ring__ctx_slab_fits(ring_ctx_t *ctx, MPI_Comm node,
     if (fits == *slab) goto out;
     if (rank == 0 && fits == 0)
         ring__log("%s: a node's %s has too little room for the shared "
-                  "window (%d slabs of %d bytes at least; rank 0's has "
-                  "%llu bytes free): %s; give the node more shared "
-                  "memory (docker run --shm-size, a larger /dev/shm)",
+                  "window (about %llu bytes for %d slabs of %d bytes, the "
+                  "least; rank 0's node has %llu free): %s; give the node "
+                  "more shared memory (docker run --shm-size, a larger "
+                  "/dev/shm)",
                   intranode == RING_INTRANODE_SHM ? "ring_ctx_create: "
                                                     "HVD_INTRANODE=shm"
                                                   : "warning",
-                  ring__shm_dir(), n, RING_CTX_SLAB_MIN,
-                  (unsigned long long)room,
+                  ring__shm_dir(),
+                  (unsigned long long)ring__shm_need(n, RING_CTX_SLAB_MIN),
+                  n, RING_CTX_SLAB_MIN, (unsigned long long)room,
                   intranode == RING_INTRANODE_SHM
                       ? "it cannot be made (HVD_INTRANODE=auto goes on "
                         "without it)"
                       : "allreduces within the node go over MPI, slower");
     else if (rank == 0)
         ring__log("warning: a node's %s has too little room for the shared "
-                  "window's slabs of %zu bytes (rank 0's has %llu bytes "
-                  "free): they are %llu bytes, and a fused allreduce "
+                  "window's slabs of %zu bytes (rank 0's node has %llu "
+                  "bytes free): they are %llu bytes, and a fused allreduce "
                   "larger than that runs in pieces (hvd: "
-                  "HVD_FUSION_THRESHOLD); give the node more shared memory "
-                  "(docker run --shm-size, a larger /dev/shm) for the "
-                  "whole",
-                  ring__shm_dir(), *slab, (unsigned long long)room, fits);
+                  "HVD_FUSION_THRESHOLD); slabs of %zu bytes want about "
+                  "%llu bytes there (docker run --shm-size, a larger "
+                  "/dev/shm)",
+                  ring__shm_dir(), *slab, (unsigned long long)room, fits,
+                  *slab, (unsigned long long)ring__shm_need(n, *slab));
     if (fits == 0 && intranode == RING_INTRANODE_SHM) status = RING_ERR_NOMEM;
     *slab = (size_t)fits;
 out:
@@ -142,7 +145,24 @@ static int ring__ctx_build(ring_ctx_t *ctx, const ring_ctx_opts_t *opts,
                                                         : RING_CTX_SLAB_MIN;
     MPI_Comm node = hier ? ctx->node : ctx->comm;
     RING_CHECK(ring__ctx_slab_fits(ctx, node, opts->intranode, &slab));
-    if (slab > 0) status = ring_shm_create(node, slab, &ctx->shm);
+    if (slab == 0) goto out;
+    status = ring_shm_create(node, slab, &ctx->shm);
+    /* Every node has its window, or none keeps one: room read a moment
+     * ago may be gone (another job's files), and nodes that went
+     * different ways would cut different messages. */
+    int made = status == RING_OK, all;
+    RING_CHECK_MPI(MPI_Allreduce(&made, &all, 1, MPI_INT, MPI_MIN,
+                                 ctx->comm));
+    if (all) goto out;
+    RING_CHECK(ring_shm_free(&ctx->shm));
+    if (status == RING_OK || status == RING_ERR_NOMEM) {
+        status = opts->intranode == RING_INTRANODE_SHM ? RING_ERR_NOMEM
+                                                        : RING_OK;
+        if (rank == 0 && status == RING_OK)
+            ring__log("warning: a node could not make the shared window "
+                      "(its rank 0 says why): allreduces within the node "
+                      "go over MPI, slower");
+    }
 out:
     return status;
 }

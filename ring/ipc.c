@@ -340,8 +340,13 @@ int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
     RING_CHECK_MPI(MPI_Comm_rank(ipc->comm, &ipc->rank));
     RING_CHECK_MPI(MPI_Comm_size(ipc->comm, &ipc->size));
     RING_CHECK_MPI(MPI_Comm_size(ctx->comm, &ipc->nranks));
-    RING_CHECK(ring_shm_create(ipc->comm, RING__IPC_FLAGS_BYTES, &ipc->flags));
-    ipc->ctl = calloc((size_t)ipc->size, sizeof *ipc->ctl);
+    /* No room for it in the node's shared memory (ring/shm_room.c, on
+     * every rank of the node alike): no window, decided below with the
+     * other nodes. */
+    status = ring_shm_create(ipc->comm, RING__IPC_FLAGS_BYTES, &ipc->flags);
+    if (status != RING_OK && status != RING_ERR_NOMEM) goto out;
+    status = RING_OK;
+    if (ipc->flags) ipc->ctl = calloc((size_t)ipc->size, sizeof *ipc->ctl);
     for (int r = 0; ipc->ctl && r < ipc->size; r++)
         ipc->ctl[r] = ring__shm_ctl(ipc->flags, r);
     /* The open is collective on the node: every rank takes part, or
@@ -358,7 +363,9 @@ int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
         if (rank == 0)
             ring__log("info: device allreduces within the node stage "
                       "through host memory: %s IPC could not open every "
-                      "rank's device memory and events", dev->name);
+                      "rank's device memory and events, or a node's "
+                      "shared memory had no room for their counters",
+                      dev->name);
         goto out;
     }
     if (hier) {

@@ -80,8 +80,10 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "ring/ctl.h"
 #include "ring/ring_internal.h"
 
@@ -153,12 +155,19 @@ struct ring_shm {
 
 uint64_t ring__shm_need(int nranks, size_t slab_bytes)
 {
-    /* Each rank's part (below), page-aligned by MPI's noncontiguous
-     * layout at worst, and a MiB for MPI's headers (Open MPI's took 4 KB
-     * more than the parts). */
-    uint64_t slab = (slab_bytes + RING__SHM_PAGE - 1) / RING__SHM_PAGE *
-                    RING__SHM_PAGE;
-    return (uint64_t)nranks * (slab + 3 * RING__SHM_PAGE) + (1u << 20);
+    /* Each rank's part (below) rounded up to the system's page by MPI's
+     * noncontiguous layout, a page and 64 KiB for MPI's headers, and
+     * Open MPI 4.1's own margin: it wants 5% more free than it asks
+     * (osc/sm through shmem/mmap's enough_space). UINT64_MAX past what a
+     * window could be. */
+    long sys = sysconf(_SC_PAGESIZE);
+    uint64_t page = sys > RING__SHM_PAGE ? (uint64_t)sys : RING__SHM_PAGE;
+    if (nranks < 1 || slab_bytes > UINT64_MAX / 4 / (uint64_t)nranks)
+        return UINT64_MAX;
+    uint64_t part = ((uint64_t)slab_bytes + 2 * RING__SHM_PAGE + page - 1) /
+                    page * page;
+    uint64_t base = (uint64_t)nranks * part + page + (64u << 10);
+    return base + base / 16;
 }
 
 int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **out)
@@ -199,6 +208,13 @@ int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **out)
     uint64_t room;
     RING_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &most, 1,
                                  MPI_UNSIGNED_LONG_LONG, MPI_MAX, shm->comm));
+    if (most > (unsigned long long)(PTRDIFF_MAX / shm->size) -
+                   2 * RING__SHM_PAGE) {
+        ring__log("ring_shm_create: slab_bytes %llu is more than a window "
+                  "of %d ranks can hold", most, shm->size);
+        status = RING_ERR_ARG;
+        goto out;
+    }
     RING_CHECK(ring__shm_room(shm->comm, &room));
     uint64_t need = ring__shm_need(shm->size, (size_t)most);
     if (need > room) {

@@ -10,9 +10,12 @@
  * So the ranks ask first, together, and a window that does not fit is
  * never asked for (ring_shm_create), or is made smaller (ring/ctx.c).
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 #include "ring/ring_internal.h"
 
 const char *ring__shm_dir(void)
@@ -22,14 +25,29 @@ const char *ring__shm_dir(void)
     return dir && *dir ? dir : "/dev/shm";
 }
 
+/* The bytes free in dir, as Open MPI counts them; 0 for a directory named
+ * on purpose that cannot be measured (Open MPI fails its window there
+ * too), UINT64_MAX for /dev/shm where it cannot be written (Open MPI then
+ * takes its session directory) or measured. */
+static uint64_t ring__shm_free(const char *dir, int named)
+{
+    struct statvfs fs;
+    if (!named && access(dir, W_OK) != 0) return UINT64_MAX;
+    if (statvfs(dir, &fs) == 0)
+        return (uint64_t)fs.f_bavail * (uint64_t)fs.f_frsize;
+    if (named)
+        ring__log("%s (osc_sm_backing_directory): %s", dir, strerror(errno));
+    return named ? 0 : UINT64_MAX;
+}
+
 int ring__shm_room(MPI_Comm comm, uint64_t *room)
 {
     int status = RING_OK, rank;
     uint64_t free_bytes = UINT64_MAX;
-    struct statvfs fs;
     RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-    if (rank == 0 && statvfs(ring__shm_dir(), &fs) == 0)
-        free_bytes = (uint64_t)fs.f_bavail * (uint64_t)fs.f_frsize;
+    if (rank == 0)
+        free_bytes = ring__shm_free(ring__shm_dir(),
+                                    strcmp(ring__shm_dir(), "/dev/shm") != 0);
     RING_CHECK_MPI(MPI_Bcast(&free_bytes, 1, MPI_UINT64_T, 0, comm));
     *room = free_bytes;
 out:
