@@ -67,10 +67,7 @@ static int ring__ctx_slab_fits(ring_ctx_t *ctx, MPI_Comm node,
     RING_CHECK_MPI(MPI_Comm_size(node, &n));
     RING_CHECK_MPI(MPI_Comm_rank(ctx->comm, &rank));
     RING_CHECK(ring__shm_room(node, &room));
-    unsigned long long fits = *slab;
-    while (fits > RING_CTX_SLAB_MIN && ring__shm_need(n, fits) > room)
-        fits = fits / 2 < RING_CTX_SLAB_MIN ? RING_CTX_SLAB_MIN : fits / 2;
-    if (ring__shm_need(n, fits) > room) fits = 0;
+    unsigned long long fits = ring__shm_fit(n, *slab, room);
     RING_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &fits, 1,
                                  MPI_UNSIGNED_LONG_LONG, MPI_MIN, ctx->comm));
     if (fits == *slab) goto out;

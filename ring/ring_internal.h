@@ -383,6 +383,9 @@ int ring__shm_room(MPI_Comm comm, uint64_t *room);
 /* What a window with a slab of slab_bytes for each of nranks takes there
  * (ring/shm.c's layout, and room for MPI's own headers). */
 uint64_t ring__shm_need(int nranks, size_t slab_bytes);
+/* A context's slab where room is free: slab, or halved until the window
+ * fits, down to RING_CTX_SLAB_MIN; 0 where not even that fits. */
+size_t ring__shm_fit(int nranks, size_t slab, uint64_t room);
 
 /* The shared window (shm.c): within one node, or as each node's stage
  * when c->ctx->cross is set; apply (or NULL) as ring_shm_allreduce_apply.

@@ -40,6 +40,13 @@ static uint64_t ring__shm_free(const char *dir, int named)
     return named ? 0 : UINT64_MAX;
 }
 
+size_t ring__shm_fit(int nranks, size_t slab, uint64_t room)
+{
+    while (slab > RING_CTX_SLAB_MIN && ring__shm_need(nranks, slab) > room)
+        slab = slab / 2 < RING_CTX_SLAB_MIN ? RING_CTX_SLAB_MIN : slab / 2;
+    return ring__shm_need(nranks, slab) > room ? 0 : slab;
+}
+
 int ring__shm_room(MPI_Comm comm, uint64_t *room)
 {
     int status = RING_OK, rank;

@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "ring/ring.h"
+#include "ring/ring_internal.h"
 #include "test/capture.h"
 #include "test/test.h"
 #include "test/values.h"
@@ -454,6 +455,38 @@ static void test_allreduces(const how_t *how, const size_t *counts,
                         test_allreduce(how, counts[c], dt, op, inplace);
 }
 
+/* A context's slab as the room allows (ring__shm_fit): the slab asked
+ * where it fits, else halved to what fits (not below RING_CTX_SLAB_MIN),
+ * else none; every window chosen fits, and the next size up would not. */
+static void test_shm_fit(void)
+{
+    enum { M = 1 << 20 };
+    const size_t big = (size_t)128 * M, odd = (size_t)5 * M + 3;
+    strcpy(case_name, "shm fit");
+    TEST_EQ(ring__shm_fit(2, big, UINT64_MAX), big);
+    TEST_EQ(ring__shm_fit(2, big, ring__shm_need(2, big)), big);
+    TEST_EQ(ring__shm_fit(2, big, ring__shm_need(2, big) - 1), big / 2);
+    TEST_EQ(ring__shm_fit(2, big, (uint64_t)24 * M), (size_t)8 * M);
+    TEST_EQ(ring__shm_fit(3, big, (uint64_t)24 * M), (size_t)4 * M);
+    TEST_EQ(ring__shm_fit(2, odd, ring__shm_need(2, odd) - 1),
+            (size_t)RING_CTX_SLAB_MIN);
+    TEST_EQ(ring__shm_fit(2, big, ring__shm_need(2, RING_CTX_SLAB_MIN) - 1),
+            0);
+    TEST_EQ(ring__shm_fit(2, big, 0), 0);
+    size_t huge = ring__shm_fit(2, SIZE_MAX, (uint64_t)1 << 40);
+    TEST_TRUE(huge > 0 && ring__shm_need(2, huge) <= (uint64_t)1 << 40);
+    for (int n = 1; n <= 8; n++)
+        for (uint64_t room = 0; room < (uint64_t)300 * M; room += 7 * M + 1) {
+            size_t s = ring__shm_fit(n, big, room);
+            if (s && ring__shm_need(n, s) > room)
+                TEST_FAIL("fit(%d, 128M, %llu) = %zu does not fit", n,
+                          (unsigned long long)room, s);
+            if (s && s < big && ring__shm_need(n, 2 * s) <= room)
+                TEST_FAIL("fit(%d, 128M, %llu) = %zu where %zu fits", n,
+                          (unsigned long long)room, s, 2 * s);
+        }
+}
+
 /* Buffers that overlap the slab without being it, or overrun it, are
  * refused before any rank waits for another; so is a window without
  * room. */
@@ -630,7 +663,10 @@ static void test_shm(MPI_Comm comm, MPI_Comm cross, const size_t *counts,
         expect_status(ring_shm_create(comm, slab_bytes[i], &shm),
                       "ring_shm_create");
         if (!shm) return;
-        if (i == 0 && cross == MPI_COMM_NULL) test_shm_bad_arguments(shm);
+        if (i == 0 && cross == MPI_COMM_NULL) {
+            test_shm_bad_arguments(shm);
+            test_shm_fit();
+        }
         for (int packed = 0; packed < 2; packed++) {
             how_t how = {.shm = shm, .packed = packed, .node = comm,
                          .cross = cross};
