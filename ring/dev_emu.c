@@ -485,10 +485,11 @@ static void *emu_worker(void *arg)
         s->head = op->next;
         if (!s->head) s->tail = NULL;
         pthread_mutex_unlock(&emu.lock);
-        uint64_t draw = delay && !op->instant ? emu_splitmix(&s->rng) : 0;
-        if (!op->instant)
+        if (!op->instant) {
+            uint64_t draw = delay ? emu_splitmix(&s->rng) : 0;
             emu_sleep_us((long)(draw % (EMU_DELAY_MAX_US + 1)) +
                          (long)atomic_load(&emu_lag_us));
+        }
         emu_hold(op);
         op->run(op);
         emu_unhold(op);

@@ -52,9 +52,10 @@ int ring__shm_room(MPI_Comm comm, uint64_t *room)
     int status = RING_OK, rank;
     uint64_t free_bytes = UINT64_MAX;
     RING_CHECK_MPI(MPI_Comm_rank(comm, &rank));
-    if (rank == 0)
-        free_bytes = ring__shm_free(ring__shm_dir(),
-                                    strcmp(ring__shm_dir(), "/dev/shm") != 0);
+    if (rank == 0) {
+        const char *dir = ring__shm_dir();
+        free_bytes = ring__shm_free(dir, strcmp(dir, "/dev/shm") != 0);
+    }
     RING_CHECK_MPI(MPI_Bcast(&free_bytes, 1, MPI_UINT64_T, 0, comm));
     *room = free_bytes;
 out:
