@@ -518,6 +518,8 @@ static void test_shm_bad_arguments(ring_shm_t *shm)
     else
         unsetenv(var);
     free(was);
+    TEST_SAYS(ring_shm_create(MPI_COMM_WORLD, SIZE_MAX, &none), a,
+              "is more than a window of");
     TEST_TRUE(none == NULL);
     TEST_SAYS(ring_shm_slab(NULL, (void **)&slab, &bytes), a,
               "ring_shm_slab: shm is NULL\n");
