@@ -281,7 +281,7 @@ static int ring__allreduce_device(const ring__coll_t *c, const void *sendbuf,
     ring__ipc_t *ipc = NULL;
     if ((algo == RING__AR_SHM || algo == RING__AR_SHM_HIER) &&
         c->tuning->ipc)
-        RING_CHECK(ring__ipc_of(c->ctx, c->dev, c->tuning, &ipc));
+        RING_CHECK(ring__ipc_of(c->ctx, c->dev, c->tuning, 0, &ipc));
     if (c->kind == RING__ALLREDUCE_REGISTERED && !c->host_out &&
         ring__ipc_registered(ipc, c->count * c->esize))
         return ring__ipc_allreduce_registered(ipc, c, recvbuf);
@@ -307,19 +307,41 @@ out:
     return status;
 }
 
-/* Whether a device allreduce of nbytes through ctx (plain, or registered
- * with its result in device memory) goes through the node's device window
- * alone, where a rank that does not come is waited for: the window open
- * (a context's first call through it opens it, over MPI),
- * ring__allreduce_device's choice, without ranks across, and no call
- * opening with an agreement over MPI (HVD_RING_CHECK). Every rank
- * answers alike. */
-static int ring__window_alone(ring_ctx_t *ctx, size_t nbytes)
+/* Where a device allreduce of nbytes through ctx (plain, or registered
+ * with its result in device memory) waits for a rank that does not come
+ * outside MPI: RING__WINDOW_ALONE in the node's device window, open, where
+ * the call goes through it alone (ring__allreduce_device's choice, no
+ * ranks across); RING__WINDOW_MAKING in its making (the context's first
+ * call through the window, with ranks across or not, opens it over
+ * ctx->comm); else 0, also where the call opens with an agreement over
+ * MPI (HVD_RING_CHECK). Every rank answers alike. */
+enum { RING__WINDOW_ALONE = 1, RING__WINDOW_MAKING };
+static int ring__window_waits(ring_ctx_t *ctx, size_t nbytes,
+                              ring__coll_t *c)
+{
+    int ar = ring__allreduce_choice(ctx, nbytes, 1, c);
+    if (ar < 0 || c->size < 2 || c->tuning->check || !c->tuning->ipc)
+        return 0;
+    if (ctx->ipc) return ar == RING__AR_SHM ? RING__WINDOW_ALONE : 0;
+    return !ctx->ipc_tried && (ar == RING__AR_SHM || ar == RING__AR_SHM_HIER)
+               ? RING__WINDOW_MAKING
+               : 0;
+}
+
+/* A call of nbytes that this rank refused for memory whose kind its
+ * device cannot tell (a broken CUDA context: ring__kind_unknown): device
+ * memory most likely, and the others' calls may wait for this one in the
+ * node's device window, or in its making: they are told there. An open
+ * window then fails every later call, also where every rank refused this
+ * one alike; one not made is tried again by the next call. */
+static void ring__tell_refused(ring_ctx_t *ctx, size_t nbytes, int status)
 {
     ring__coll_t c;
-    return ctx && ctx->ipc &&
-           ring__allreduce_choice(ctx, nbytes, 1, &c) == RING__AR_SHM &&
-           c.size > 1 && !c.tuning->check && c.tuning->ipc;
+    ring__ipc_t *none;
+    int waits = ring__window_waits(ctx, nbytes, &c);
+    if (waits == RING__WINDOW_ALONE) ring_ctx_give_up(ctx, status);
+    if (waits == RING__WINDOW_MAKING)
+        (void)ring__ipc_of(ctx, ring_dev(), c.tuning, 1, &none);
 }
 
 /* ---- entry points ---- */
@@ -330,14 +352,8 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
     int status;
     size_t count = c.count;
     status = ring__begin(&c, sendbuf, recvbuf, local);
-    /* Memory whose kind this rank's device cannot tell (a broken CUDA
-     * context: ring__kind_unknown) is device memory most likely, and the
-     * others' calls may wait for this one in the node's device window:
-     * they are told there. The window then fails every later call, also
-     * where every rank refused this one alike. */
-    if (status == RING_ERR_CUDA &&
-        ring__window_alone(c.ctx, count * ring_dtype_size(c.dtype)))
-        ring_ctx_give_up(c.ctx, status);
+    if (status == RING_ERR_CUDA)
+        ring__tell_refused(c.ctx, count * ring_dtype_size(c.dtype), status);
     if (status != RING_OK) goto out;
     if (count == 0) {
         status = ring__allreduce_done(&c, sendbuf, recvbuf);
@@ -424,7 +440,7 @@ int ring_ctx_register(ring_ctx_t *ctx, void *buf, size_t nbytes)
      * rank decides alike (the context and the tuning agree); a rank
      * without a device takes part, and the twin is then made nowhere. */
     if (!ctx->shm || !tuning->ipc || size < 2) goto out;
-    RING_CHECK(ring__ipc_of(ctx, dev, tuning, &ipc));
+    RING_CHECK(ring__ipc_of(ctx, dev, tuning, 0, &ipc));
     /* Only device memory is opened by the others: host memory registers
      * nothing there (as a rank that cannot export), without a failed
      * export logged on every rank. */
@@ -510,7 +526,8 @@ int ring_ctx_give_up(ring_ctx_t *ctx, int status)
 
 int ring_ctx_give_up_reaches(ring_ctx_t *ctx, size_t nbytes)
 {
-    return ring__window_alone(ctx, nbytes);
+    ring__coll_t c;
+    return ring__window_waits(ctx, nbytes, &c) == RING__WINDOW_ALONE;
 }
 
 int ring_ctx_allreduce_apply(ring_ctx_t *ctx, const void *sendbuf,

@@ -313,20 +313,34 @@ static int ring__ipc_open(ring__ipc_t *ipc)
 }
 
 int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
-                     size_t half_bytes, ring__ipc_t **out)
+                     size_t half_bytes, int refused, ring__ipc_t **out)
 {
     int status = RING_OK, ok, all_ok, rank;
     int hier = ctx->cross != MPI_COMM_NULL;
     ring__ipc_t *ipc = calloc(1, sizeof *ipc);
     /* Every rank takes part, one without a device too (nodes of mixed
-     * ranks), or without memory for the window's state; nothing is made
-     * unless every rank has both, and nothing is said where no rank has a
-     * device. */
-    int mine[3] = {dev != NULL, dev == NULL, ipc == NULL}, any[3];
+     * ranks), or without memory for the window's state, or one that
+     * refused the call that makes it (the last of those, 1-based); nothing
+     * is made unless every rank has both and none refused, and nothing is
+     * said where no rank has a device. */
+    int mine[4] = {dev != NULL, dev == NULL, ipc == NULL}, any[4];
     *out = NULL;
     if (ipc) ipc->comm = MPI_COMM_NULL;
-    RING_CHECK_MPI(MPI_Allreduce(mine, any, 3, MPI_INT, MPI_MAX, ctx->comm));
     RING_CHECK_MPI(MPI_Comm_rank(ctx->comm, &rank));
+    mine[3] = refused ? rank + 1 : 0;
+    RING_CHECK_MPI(MPI_Allreduce(mine, any, 4, MPI_INT, MPI_MAX, ctx->comm));
+    if (any[3]) {
+        /* The others would wait for the refused rank in the call this
+         * window was made for. */
+        if (!refused)
+            ring__log("a device allreduce through the node's IPC window: "
+                      "rank %d refused the call that opens the window (its "
+                      "log says why); this call fails, and the next tries "
+                      "again",
+                      any[3] - 1);
+        status = RING_ERR_STATE;
+        goto out;
+    }
     if (!any[0] || any[1] || any[2]) {
         if (!ipc) status = RING_ERR_NOMEM;
         if (any[0] && any[1] && rank == 0)
@@ -380,13 +394,15 @@ out:
 }
 
 int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
-                 const ring__tuning_t *tuning, ring__ipc_t **out)
+                 const ring__tuning_t *tuning, int refused,
+                 ring__ipc_t **out)
 {
+    *out = NULL;
     if (!ctx->ipc_tried) {
-        ctx->ipc_tried = 1;
         size_t half = tuning->ipc_bytes / 2 / 256 * 256;
-        int status = ring__ipc_create(ctx, dev, half ? half : 256,
+        int status = ring__ipc_create(ctx, dev, half ? half : 256, refused,
                                       &ctx->ipc);
+        ctx->ipc_tried = status != RING_ERR_STATE;
         if (status != RING_OK) return status;
     }
     *out = ctx->ipc;

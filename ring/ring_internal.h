@@ -428,14 +428,19 @@ void ring__stage_free(ring__stage_t **stage);
  * over ctx->cross. *ipc is NULL on every rank when any rank could not
  * export or open, or has no device (dev NULL: it takes part all the
  * same), logged at rank 0, and quietly when no rank has one (the caller
- * then stages). RING_ERR_MPI when the exchange itself fails. */
+ * then stages). RING_ERR_MPI when the exchange itself fails;
+ * RING_ERR_STATE, nothing made, when a rank came having refused the call
+ * that makes it (refused; logged by the others). */
 int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
-                     size_t half_bytes, ring__ipc_t **ipc);
+                     size_t half_bytes, int refused, ring__ipc_t **ipc);
 /* ctx's window, made by its first device allreduce or registration
  * (collective then, over ctx->comm: ranks on one node); *ipc NULL when
- * it could not be made (logged once, by rank 0). */
+ * it could not be made (logged once, by rank 0). A rank that refused
+ * that call comes all the same, refused set (ring__allreduce): every
+ * rank then fails with RING_ERR_STATE, and the next call tries again. */
 int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
-                 const ring__tuning_t *tuning, ring__ipc_t **ipc);
+                 const ring__tuning_t *tuning, int refused,
+                 ring__ipc_t **ipc);
 /* Collective over ipc's node: buf (nbytes; the start of a device
  * allocation) is every rank's registered buffer, opened by the others;
  * an earlier one is closed. None when any rank passes NULL or cannot

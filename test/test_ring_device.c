@@ -711,26 +711,32 @@ static void test_give_up(const ring_ctx_opts_t *opts)
  * refused at its call's opening, RING_ERR_CUDA, while the others' calls
  * go through the window and would wait for it there: they are told, and
  * fail with RING_ERR_STATE (before, they waited forever), and so does
- * every later call. A plain call, then a registered one; a context of its
- * own for each, as above. */
+ * every later call. A plain call, then a registered one, then a plain
+ * call that would open the window (the others would wait in its making:
+ * nothing is made, every rank fails, and the next call opens it); a
+ * context of its own for each, as above. */
 static void test_kind_fails_alone(const ring_ctx_opts_t *opts)
 {
     const size_t count = 8192, nbytes = count * sizeof(float); /* 32 KiB */
     const int broken = size / 2;
-    for (int registered = 0; registered < 2; registered++) {
+    static const char *const cases[] = {"", " registered", " first call"};
+    for (int k = 0; k < 3; k++) {
+        int registered = k == 1, first = k == 2;
         ring_ctx_t *mine = NULL;
         snprintf(case_name, sizeof case_name, "kind fails alone n=%d%s", size,
-                 registered ? " registered" : "");
+                 cases[k]);
         expect_ok(ring_ctx_create(MPI_COMM_WORLD, opts, &mine),
                   "ring_ctx_create");
         if (!mine) return;
         char *d = dev_alloc(nbytes);
         if (registered)
             expect_ok(ring_ctx_register(mine, d, nbytes), "ring_ctx_register");
-        expect_ok(ring_ctx_allreduce(mine, d, d, count, RING_FLOAT32,
-                                     RING_SUM),
-                  "the window's first call");
-        TEST_TRUE(mine->ipc != NULL);
+        if (!first) {
+            expect_ok(ring_ctx_allreduce(mine, d, d, count, RING_FLOAT32,
+                                         RING_SUM),
+                      "the window's first call");
+            TEST_TRUE(mine->ipc != NULL);
+        }
         if (rank == broken) ring__dev_emu_fails(RING__EMU_FAIL_OWNS);
         int status = registered
                          ? ring_ctx_allreduce_registered(mine, count,
@@ -740,8 +746,10 @@ static void test_kind_fails_alone(const ring_ctx_opts_t *opts)
                                               RING_SUM);
         ring__dev_emu_fails(0);
         TEST_EQ(status, rank == broken ? RING_ERR_CUDA : RING_ERR_STATE);
+        TEST_TRUE((mine->ipc != NULL) == !first);
         TEST_EQ(ring_ctx_allreduce(mine, d, d, count, RING_FLOAT32, RING_SUM),
-                RING_ERR_STATE);
+                first ? RING_OK : RING_ERR_STATE);
+        TEST_TRUE(mine->ipc != NULL);
         if (registered)
             expect_ok(ring_ctx_register(mine, NULL, 0), "unregister");
         ring_ctx_free(&mine);
