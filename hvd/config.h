@@ -5,7 +5,7 @@
  *
  * hvd/'s files form a line; each includes only headers below its own
  * (test/check_layers.sh keeps it so), bottom first:
- *   config  index  timeline  contention  bind  topology   leaves
+ *   config  events  index  timeline  contention  bind  topology   leaves
  *   requests      requests, the state the API and engine share, waits
  *   plan          the plan container, grouping, byte formats
  *   coordinator, execute   the slow path; running one response

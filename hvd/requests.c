@@ -266,8 +266,7 @@ int hvd__request_queue(const hvd__request_t *req, hvd_handle_t *out)
 
 static struct {
     pthread_mutex_t mu;
-    ring_event_t **kept;
-    size_t len, cap;
+    hvd__event_stack_t kept;
     int open; /* a take since the last hvd__events_free */
 } hvd__events = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -275,7 +274,7 @@ int hvd__event_take(ring_event_t **ev)
 {
     pthread_mutex_lock(&hvd__events.mu);
     hvd__events.open = 1;
-    *ev = hvd__events.len > 0 ? hvd__events.kept[--hvd__events.len] : NULL;
+    *ev = hvd__event_pop(&hvd__events.kept);
     pthread_mutex_unlock(&hvd__events.mu);
     return *ev ? HVD_OK : ring_dev()->event_create(ev);
 }
@@ -284,17 +283,8 @@ void hvd__event_give(ring_event_t *ev)
 {
     if (!ev) return;
     pthread_mutex_lock(&hvd__events.mu);
-    if (hvd__events.open && hvd__events.len == hvd__events.cap) {
-        size_t cap = hvd__events.cap ? 2 * hvd__events.cap : 64;
-        ring_event_t **kept =
-            realloc(hvd__events.kept, cap * sizeof *hvd__events.kept);
-        if (kept) {
-            hvd__events.kept = kept;
-            hvd__events.cap = cap;
-        }
-    }
-    if (hvd__events.open && hvd__events.len < hvd__events.cap) {
-        hvd__events.kept[hvd__events.len++] = ev;
+    if (hvd__events.open) {
+        hvd__event_push(&hvd__events.kept, ev);
         ev = NULL;
     }
     pthread_mutex_unlock(&hvd__events.mu);
@@ -305,11 +295,7 @@ void hvd__events_free(void)
 {
     pthread_mutex_lock(&hvd__events.mu);
     hvd__events.open = 0;
-    while (hvd__events.len > 0)
-        ring_dev()->event_destroy(hvd__events.kept[--hvd__events.len]);
-    free(hvd__events.kept);
-    hvd__events.kept = NULL;
-    hvd__events.cap = 0;
+    hvd__event_stack_free(&hvd__events.kept);
     pthread_mutex_unlock(&hvd__events.mu);
 }
 

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include "hvd/config.h"
 #include "hvd/contention.h"
+#include "hvd/events.h"
 #include "hvd/index.h"
 
 typedef enum {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "hvd/events.h"
 #include "hvd/index.h"
 #include "hvd/timeline.h"
 
@@ -162,8 +163,7 @@ typedef struct hvd__tl_group {
  * the host lane by their rates' difference (the lengths do not). */
 static struct {
     hvd__tl_group_t *head, **tail; /* handed over, oldest first */
-    ring_event_t **spare;          /* timers to record again */
-    size_t nspare, cap;
+    hvd__event_stack_t spare;      /* timers to record again */
     ring_event_t *anchor;
     double anchor_s;
     int off; /* the timers failed: no device phases from then on */
@@ -171,31 +171,14 @@ static struct {
 
 static ring_event_t *hvd__tl_take(const ring_dev_t *dev)
 {
-    ring_event_t *e = NULL;
-    if (hvd__tl_dev.nspare > 0) return hvd__tl_dev.spare[--hvd__tl_dev.nspare];
-    return dev->timer_create(&e) == RING_OK ? e : NULL;
-}
-
-static void hvd__tl_give(const ring_dev_t *dev, ring_event_t *e)
-{
-    if (!e) return;
-    if (hvd__tl_dev.nspare == hvd__tl_dev.cap) {
-        size_t cap = hvd__tl_dev.cap ? 2 * hvd__tl_dev.cap : 16;
-        void *bigger = realloc(hvd__tl_dev.spare, cap * sizeof(e));
-        if (!bigger) {
-            dev->event_destroy(e);
-            return;
-        }
-        hvd__tl_dev.spare = bigger;
-        hvd__tl_dev.cap = cap;
-    }
-    hvd__tl_dev.spare[hvd__tl_dev.nspare++] = e;
+    ring_event_t *e = hvd__event_pop(&hvd__tl_dev.spare);
+    return e || dev->timer_create(&e) == RING_OK ? e : NULL;
 }
 
 void hvd__timeline_drop(hvd__tl_marks_t *m)
 {
-    const ring_dev_t *dev = ring_dev();
-    for (int i = 0; dev && i < m->n; i++) hvd__tl_give(dev, m->at[i]);
+    for (int i = 0; i < m->n; i++)
+        hvd__event_push(&hvd__tl_dev.spare, m->at[i]);
     m->n = 0;
 }
 
@@ -231,7 +214,7 @@ void hvd__timeline_anchor(ring_stream_t *s)
     int status = e ? dev->event_record(e, s) : RING_ERR_CUDA;
     if (status == RING_OK) status = dev->event_sync(e);
     if (status != RING_OK) {
-        hvd__tl_give(dev, e);
+        hvd__event_push(&hvd__tl_dev.spare, e);
         hvd__tl_off();
         return;
     }
@@ -251,7 +234,7 @@ void hvd__timeline_mark(hvd__tl_marks_t *m, ring_stream_t *s)
         m->at[m->n++] = e;
         return;
     }
-    hvd__tl_give(dev, e);
+    hvd__event_push(&hvd__tl_dev.spare, e);
     hvd__timeline_drop(m);
     hvd__tl_off();
 }
@@ -283,7 +266,7 @@ static void hvd__tl_write_done(int wait)
             for (int i = 0; i + 1 < m->n; i++)
                 hvd__write(g->rows[r], HVD__LANE_DEVICE, g->phases[i], at[i],
                            at[i + 1]);
-        hvd__tl_give(dev, hvd__tl_dev.anchor);
+        hvd__event_push(&hvd__tl_dev.spare, hvd__tl_dev.anchor);
         hvd__tl_dev.anchor = m->at[0];
         hvd__tl_dev.anchor_s = at[0];
         m->at[0] = NULL;
@@ -321,15 +304,10 @@ void hvd__timeline_device(hvd__tl_marks_t *m, const char *const *tensors,
 
 void hvd__timeline_device_end(void)
 {
-    const ring_dev_t *dev = ring_dev();
     if (hvd__trace) hvd__tl_write_done(1);
     hvd__tl_drop_all();
-    if (dev) {
-        hvd__tl_give(dev, hvd__tl_dev.anchor);
-        for (size_t i = 0; i < hvd__tl_dev.nspare; i++)
-            dev->event_destroy(hvd__tl_dev.spare[i]);
-    }
-    free(hvd__tl_dev.spare);
+    hvd__event_push(&hvd__tl_dev.spare, hvd__tl_dev.anchor);
+    hvd__event_stack_free(&hvd__tl_dev.spare);
     memset(&hvd__tl_dev, 0, sizeof hvd__tl_dev);
     hvd__tl_dev.tail = &hvd__tl_dev.head;
 }

@@ -28,7 +28,7 @@ forbid prog '(hvd|models|examples|bench|test)/' \
     "prog/ depends on libc and ring/ only"
 
 # Bottom first; a new file of hvd/ takes its place here.
-hvd_order="config index timeline contention bind topology requests plan
+hvd_order="config events index timeline contention bind topology requests plan
 coordinator execute engine api optimizer"
 
 # level NAME: NAME's place in $hvd_order (1 is the bottom); empty if none.
