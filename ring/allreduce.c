@@ -40,11 +40,12 @@
  * Recursive doubling and Rabenseifner, for small and medium messages, are
  * described in ring/recursive.c.
  *
- * Limitations:  all ranks must pass the same count, dtype, op and algo
- *               (hvd's negotiation guarantees it); a rank whose arguments
- *               are rejected does not tell the others (but for memory
- *               its device cannot tell, where the others wait in the
- *               node's device window, once open: it gives up there).
+ * Limitations:  all ranks must pass the same count, dtype, op and algo,
+ *               and buffers of one memory kind (hvd's negotiation
+ *               guarantees it); a rank whose call is refused does not tell
+ *               the others (but where they wait for it in the making of
+ *               the node's device window, and for memory its device
+ *               cannot tell in the open window: ring__tell_refused).
  *               HVD_RING_CHECK=1 checks both on every call
  *               (ring/check.c).
  */
@@ -319,6 +320,9 @@ enum { RING__WINDOW_ALONE = 1, RING__WINDOW_MAKING };
 static int ring__window_waits(ring_ctx_t *ctx, size_t nbytes,
                               ring__coll_t *c)
 {
+    /* No shared window, no device window: and a call wrapping a bad
+     * communicator (refused) must not reach MPI with it. */
+    if (!ctx || !ctx->shm) return 0;
     int ar = ring__allreduce_choice(ctx, nbytes, 1, c);
     if (ar < 0 || c->size < 2 || c->tuning->check || !c->tuning->ipc)
         return 0;
@@ -328,18 +332,24 @@ static int ring__window_waits(ring_ctx_t *ctx, size_t nbytes,
                : 0;
 }
 
-/* A call of nbytes that this rank refused for memory whose kind its
- * device cannot tell (a broken CUDA context: ring__kind_unknown): device
- * memory most likely, and the others' calls may wait for this one in the
- * node's device window, or in its making: they are told there. An open
- * window then fails every later call, also where every rank refused this
- * one alike; one not made is tried again by the next call. */
+/* A call of nbytes that this rank refused at its opening (status), where
+ * the others' calls may wait for it outside MPI: in the making of the
+ * node's device window (their first call through it), it comes all the
+ * same and says so, for any refusal: nothing is made, every rank's call
+ * fails, and the next call tries again. In the open window, for memory
+ * whose kind its device cannot tell (a broken CUDA context:
+ * ring__kind_unknown; device memory most likely), it gives the window up:
+ * every later call fails, also where every rank refused this one alike
+ * (which a rank cannot tell), so not for a refusal a rank may make alike
+ * with the others and go on from, its arguments. */
 static void ring__tell_refused(ring_ctx_t *ctx, size_t nbytes, int status)
 {
     ring__coll_t c;
     ring__ipc_t *none;
+    if (status == RING_ERR_STATE || status == RING_ERR_MPI) return;
     int waits = ring__window_waits(ctx, nbytes, &c);
-    if (waits == RING__WINDOW_ALONE) ring_ctx_give_up(ctx, status);
+    if (waits == RING__WINDOW_ALONE && status == RING_ERR_CUDA)
+        ring_ctx_give_up(ctx, status);
     if (waits == RING__WINDOW_MAKING)
         (void)ring__ipc_of(ctx, ring_dev(), c.tuning, 1, &none);
 }
@@ -352,9 +362,10 @@ static int ring__allreduce(ring__coll_t c, const void *sendbuf, void *recvbuf,
     int status;
     size_t count = c.count;
     status = ring__begin(&c, sendbuf, recvbuf, local);
-    if (status == RING_ERR_CUDA)
+    if (status != RING_OK) {
         ring__tell_refused(c.ctx, count * ring_dtype_size(c.dtype), status);
-    if (status != RING_OK) goto out;
+        goto out;
+    }
     if (count == 0) {
         status = ring__allreduce_done(&c, sendbuf, recvbuf);
         goto out;

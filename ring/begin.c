@@ -3,7 +3,8 @@
  * kind, the tuning variables), has the ranks compare it under
  * HVD_RING_CHECK, and finds rank and size, so that the collectives
  * themselves start with their special cases. A rank that refuses its call
- * has sent nothing. */
+ * has sent nothing (but where the others would wait for it in the making
+ * of the node's device window, ring/allreduce.c). */
 #include <stdio.h>
 #include "ring/ring_internal.h"
 
@@ -99,6 +100,21 @@ static int ring__check_call(ring__coll_t *c, const void *sendbuf,
     return status;
 }
 
+/* An MPI that reads device memory runs the host algorithms on it; so
+ * does a rank alone, whose data MPI never reads: its call is a copy at
+ * most, on the device, where staging went through the host and made the
+ * host wait for the device for the identity. Before the agreement, so
+ * that a rank that cannot bind the context's stream refuses there, as
+ * for its arguments. */
+static int ring__device_direct(ring__coll_t *c)
+{
+    int size;
+    if (MPI_Comm_size(c->comm, &size) != MPI_SUCCESS) return RING_ERR_MPI;
+    if (size > 1 && !ring__cuda_aware(c->dev)) return RING_OK;
+    c->mem = &ring__mem_device;
+    return ring__mem_device_bind(c->ctx);
+}
+
 int ring__begin(ring__coll_t *c, const void *sendbuf, const void *recvbuf,
                 int local)
 {
@@ -111,18 +127,11 @@ int ring__begin(ring__coll_t *c, const void *sendbuf, const void *recvbuf,
                c->kind == RING__SHM_ALLREDUCE_HIER;
     c->comm = c->ctx->comm;
     if (local == RING_OK) local = ring__check_call(c, sendbuf, recvbuf);
+    if (local == RING_OK && c->dev) local = ring__device_direct(c);
     if (hier) local = ring__agree(c->ctx->node, c, local);
     RING_CHECK(ring__agree(hier ? c->ctx->cross : c->comm, c, local));
     RING_CHECK_MPI(MPI_Comm_rank(c->comm, &c->rank));
     RING_CHECK_MPI(MPI_Comm_size(c->comm, &c->size));
-    /* An MPI that reads device memory runs the host algorithms on it; so
-     * does a rank alone, whose data MPI never reads: its call is a copy
-     * at most, on the device, where staging went through the host and
-     * made the host wait for the device for the identity. */
-    if (c->dev && (c->size == 1 || ring__cuda_aware(c->dev))) {
-        c->mem = &ring__mem_device;
-        RING_CHECK(ring__mem_device_bind(c->ctx));
-    }
 out:
     return status;
 }

@@ -65,8 +65,13 @@ void ring__dev_emu_lag(unsigned us);
 /* What fails from now on (RING_ERR_CUDA, logged), until called with 0:
  * owns, every pointer alike, as cudaPointerGetAttributes does once a
  * CUDA context is broken; the host's waits (stream_sync, event_sync), as
- * CUDA reports a kernel's fault at the next synchronization. */
-enum { RING__EMU_FAIL_OWNS = 1, RING__EMU_FAIL_SYNCS = 2 };
+ * CUDA reports a kernel's fault at the next synchronization; making a
+ * stream. */
+enum {
+    RING__EMU_FAIL_OWNS = 1,
+    RING__EMU_FAIL_SYNCS = 2,
+    RING__EMU_FAIL_STREAMS = 4
+};
 void ring__dev_emu_fails(unsigned what);
 #if HVD_HAVE_CUDA
 extern const ring_dev_t ring__dev_cuda; /* ring/dev_cuda.c */

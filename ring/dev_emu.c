@@ -531,8 +531,10 @@ static int emu_enqueue(const char *func, ring_stream_t *s, emu_op_t *op)
 
 static int emu_stream_create(ring_stream_t **out)
 {
-    ring_stream_t *s = calloc(1, sizeof(*s));
     *out = NULL;
+    if (emu_failing(RING__EMU_FAIL_STREAMS, "stream_create") != RING_OK)
+        return RING_ERR_CUDA;
+    ring_stream_t *s = calloc(1, sizeof(*s));
     if (!s) {
         ring__log("stream_create: out of memory");
         return RING_ERR_NOMEM;

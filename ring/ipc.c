@@ -116,7 +116,9 @@
  * error from its stream), or that fails before its call and says so
  * (ring_ctx_give_up: hvd's pack of the fusion buffer; ring itself when a
  * call is refused at its opening for memory whose kind the rank's device
- * cannot tell, a broken CUDA context), sets its "failed" counter: the
+ * cannot tell, a broken CUDA context; a call refused so, or for any
+ * reason, that would have made the window comes to its making instead,
+ * where nothing is then made), sets its "failed" counter: the
  * others' waits for its counters, which would never come, end with
  * RING_ERR_STATE, naming it, and every later call through the window
  * fails at once on every rank, as the counters no longer agree.
@@ -331,7 +333,8 @@ int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
     RING_CHECK_MPI(MPI_Allreduce(mine, any, 4, MPI_INT, MPI_MAX, ctx->comm));
     if (any[3]) {
         /* The others would wait for the refused rank in the call this
-         * window was made for. */
+         * window was made for. The next call tries again. */
+        ctx->ipc_tried = 0;
         if (!refused)
             ring__log("a device allreduce through the node's IPC window: "
                       "rank %d refused the call that opens the window (its "
@@ -400,9 +403,9 @@ int ring__ipc_of(ring_ctx_t *ctx, const ring_dev_t *dev,
     *out = NULL;
     if (!ctx->ipc_tried) {
         size_t half = tuning->ipc_bytes / 2 / 256 * 256;
+        ctx->ipc_tried = 1;
         int status = ring__ipc_create(ctx, dev, half ? half : 256, refused,
                                       &ctx->ipc);
-        ctx->ipc_tried = status != RING_ERR_STATE;
         if (status != RING_OK) return status;
     }
     *out = ctx->ipc;

@@ -180,7 +180,8 @@ struct ring_ctx {
     ring__stage_t *stage; /* device calls' staging, made by the first */
     ring__ipc_t *ipc;     /* device slabs opened across the node, made by
                              the first device allreduce through shm */
-    int ipc_tried;        /* that allreduce came: NULL ipc means none */
+    int ipc_tried;        /* that allreduce came, none refused: NULL ipc
+                             means none */
     void *registered;     /* ring_ctx_register's buffer, or NULL */
     size_t registered_bytes;
     int wrapped;          /* ring__ctx_wrap's: holds nothing past a call */
@@ -428,9 +429,11 @@ void ring__stage_free(ring__stage_t **stage);
  * over ctx->cross. *ipc is NULL on every rank when any rank could not
  * export or open, or has no device (dev NULL: it takes part all the
  * same), logged at rank 0, and quietly when no rank has one (the caller
- * then stages). RING_ERR_MPI when the exchange itself fails;
- * RING_ERR_STATE, nothing made, when a rank came having refused the call
- * that makes it (refused; logged by the others). */
+ * then stages). RING_ERR_MPI when the exchange itself fails, NOMEM or ARG
+ * where the counters' window or the context across nodes cannot be made;
+ * RING_ERR_STATE, nothing made and ctx->ipc_tried cleared, when a rank
+ * came having refused the call that makes it (refused; logged by the
+ * others). */
 int ring__ipc_create(ring_ctx_t *ctx, const ring_dev_t *dev,
                      size_t half_bytes, int refused, ring__ipc_t **ipc);
 /* ctx's window, made by its first device allreduce or registration

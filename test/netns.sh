@@ -136,6 +136,10 @@ fi
 # within each host and staged across; flat, staged over the ring.
 script_launch "2+2 hierarchical test_ring_device" 4 test/test_ring_device \
     --emulate delay:3 --staging-bytes 64K --ipc-bytes 64K --hier
+# Guarded: a rank whose device cannot tell its memory refuses the call
+# that would open the device windows, made over every host's ranks.
+script_launch "2+2 hierarchical guarded test_ring_device" 4 \
+    test/test_ring_device --emulate guard --quick --hier
 script_launch "2+1 test_ring_device" 3 test/test_ring_device --emulate 1 \
     --staging-bytes 64K
 # Shared memory cannot span hosts: forcing it must fail hvd_init, by name.

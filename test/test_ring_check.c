@@ -7,6 +7,10 @@
  *                            one thing, every collective in turn
  *   test_ring_check tuning   the last rank has another
  *                            HVD_RING_SEGMENT_BYTES
+ *   test_ring_check device   on the emulated device, with MPI taken for
+ *                            CUDA-aware: the last rank cannot make its
+ *                            context's stream at the context's first
+ *                            device call, and says so in the agreement
  *
  * Each case checks every rank's status, the message, that no output was
  * written, and then that a matching allreduce still sums right. Run at 2
@@ -15,6 +19,7 @@
 #define _POSIX_C_SOURCE 200809L /* setenv; test/capture.h */
 #include <string.h>
 #include "ring/ring.h"
+#include "ring/dev.h"
 #include "test/capture.h"
 #include "test/test.h"
 
@@ -227,14 +232,55 @@ static void run_matching(void)
     expect_still_matched("matching calls");
 }
 
+/* A context's first device call, over a CUDA-aware MPI, binds the
+ * context's stream, made then: a rank that cannot make it (a broken
+ * context; the emulated device made to fail it) refuses its call in the
+ * agreement, so every rank's call fails before any data moves (before,
+ * it failed after the agreement, and the others went on without it);
+ * the next call sums. */
+static void run_device(void)
+{
+    const ring_dev_t *dev = ring_dev();
+    ring_ctx_t *ctx = NULL;
+    ring_stream_t *s = NULL;
+    int *d = NULL, odd = rank == size - 1;
+    if (!dev || dev->alloc((void **)&d, sizeof in) != RING_OK ||
+        dev->stream_create(&s) != RING_OK ||
+        ring_ctx_create(MPI_COMM_WORLD, NULL, &ctx) != RING_OK) {
+        TEST_FAIL("no emulated device, memory, stream or context");
+        return;
+    }
+    for (int i = 0; i < N; i++) in[i] = i + rank;
+    TEST_EQ(dev->copy(d, in, N * sizeof *in, s), RING_OK);
+    TEST_EQ(dev->stream_sync(s), RING_OK);
+    if (odd) ring__dev_emu_fails(RING__EMU_FAIL_STREAMS);
+    TEST_SAYS(ring_ctx_allreduce(ctx, d, d, N, RING_INT32, RING_SUM),
+              odd ? RING_ERR_CUDA : RING_ERR_MISMATCH,
+              odd ? "stream_create" : "another rank refused its call");
+    ring__dev_emu_fails(0);
+    TEST_EQ(ring_ctx_allreduce(ctx, d, d, N, RING_INT32, RING_SUM), RING_OK);
+    TEST_EQ(dev->copy(out, d, N * sizeof *out, s), RING_OK);
+    TEST_EQ(dev->stream_sync(s), RING_OK);
+    for (int i = 0; i < N; i++)
+        TEST_EQ(out[i], i * size + size * (size - 1) / 2);
+    ring_ctx_free(&ctx);
+    dev->stream_destroy(s);
+    dev->release(d);
+}
+
 int main(int argc, char **argv)
 {
-    int tuning = argc == 2 && !strcmp(argv[1], "tuning");
-    if (argc != 2 || (!tuning && strcmp(argv[1], "calls"))) {
-        fprintf(stderr, "usage: test_ring_check calls|tuning\n");
+    const char *mode = argc == 2 ? argv[1] : "";
+    int tuning = !strcmp(mode, "tuning"), device = !strcmp(mode, "device");
+    if (!tuning && !device && strcmp(mode, "calls")) {
+        fprintf(stderr, "usage: test_ring_check calls|tuning|device\n");
         return TEST_HARD_ERROR;
     }
     setenv("HVD_RING_CHECK", "1", 1);
+    if (device) {
+        setenv("HVD_DEVICE_EMULATE", "1", 1);
+        setenv("HVD_CUDA_AWARE", "1", 1);
+    }
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return TEST_HARD_ERROR;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -247,6 +293,8 @@ int main(int argc, char **argv)
                                  MPI_COMM_WORLD),
                   RING_ERR_MISMATCH,
                   "ranks disagree on HVD_RING_SEGMENT_BYTES");
+    } else if (device) {
+        run_device();
     } else {
         MPI_Comm_dup(MPI_COMM_SELF, &self);
         if (ring_shm_create(MPI_COMM_WORLD, 4096, &shm) != RING_OK)

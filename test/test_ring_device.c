@@ -711,24 +711,43 @@ static void test_give_up(const ring_ctx_opts_t *opts)
  * refused at its call's opening, RING_ERR_CUDA, while the others' calls
  * go through the window and would wait for it there: they are told, and
  * fail with RING_ERR_STATE (before, they waited forever), and so does
- * every later call. A plain call, then a registered one, then a plain
- * call that would open the window (the others would wait in its making:
- * nothing is made, every rank fails, and the next call opens it); a
- * context of its own for each, as above. */
+ * every later call: a plain call, then a registered one. A call that
+ * would open the window (the context's first; across nodes too, where
+ * the window is made over every rank) is refused so on one rank, or on
+ * every rank, or on one rank while the others refuse it for their
+ * arguments (a NULL buffer): each rank comes to the window's making all
+ * the same, nothing is made, every call fails (before, the others made
+ * the window with the refused rank's next call, paired wrongly from then
+ * on, or it waited for them in the making), and the next call opens the
+ * window and sums. A context of its own for each, as above. */
 static void test_kind_fails_alone(const ring_ctx_opts_t *opts)
 {
     const size_t count = 8192, nbytes = count * sizeof(float); /* 32 KiB */
     const int broken = size / 2;
-    static const char *const cases[] = {"", " registered", " first call"};
-    for (int k = 0; k < 3; k++) {
-        int registered = k == 1, first = k == 2;
+    static const struct {
+        const char *name;
+        int registered, first, all, others_null;
+    } cases[] = {{"", 0, 0, 0, 0},
+                 {" registered", 1, 0, 0, 0},
+                 {" first call", 0, 1, 0, 0},
+                 {" first call, every rank", 0, 1, 1, 0},
+                 {" first call, the others NULL", 0, 1, 0, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        int registered = cases[k].registered, first = cases[k].first;
+        int fails = rank == broken || cases[k].all;
+        /* Across nodes the ranks of an open window meet in MPI. */
+        if (hier && !first) continue;
         ring_ctx_t *mine = NULL;
         snprintf(case_name, sizeof case_name, "kind fails alone n=%d%s", size,
-                 cases[k]);
+                 cases[k].name);
         expect_ok(ring_ctx_create(MPI_COMM_WORLD, opts, &mine),
                   "ring_ctx_create");
         if (!mine) return;
+        const call_t sum = {count, RING_FLOAT32, RING_SUM, 0, 0};
+        char *in = filled(count, RING_FLOAT32, RING_SUM, rank);
+        char *want = malloc(nbytes), *got = malloc(nbytes);
         char *d = dev_alloc(nbytes);
+        expect_ok(run_allreduce(in, want, (void *)&sum), "host call");
         if (registered)
             expect_ok(ring_ctx_register(mine, d, nbytes), "ring_ctx_register");
         if (!first) {
@@ -737,23 +756,39 @@ static void test_kind_fails_alone(const ring_ctx_opts_t *opts)
                       "the window's first call");
             TEST_TRUE(mine->ipc != NULL);
         }
-        if (rank == broken) ring__dev_emu_fails(RING__EMU_FAIL_OWNS);
-        int status = registered
-                         ? ring_ctx_allreduce_registered(mine, count,
-                                                         RING_FLOAT32,
-                                                         RING_SUM, NULL, NULL)
-                         : ring_ctx_allreduce(mine, d, d, count, RING_FLOAT32,
-                                              RING_SUM);
+        int null = !fails && cases[k].others_null;
+        int status = fails  ? RING_ERR_CUDA
+                     : null ? RING_ERR_ARG
+                            : RING_ERR_STATE;
+        const char *told = fails   ? "and the host cannot read it"
+                           : null  ? "NULL buffer with count > 0"
+                           : first ? "refused the call that opens the window"
+                                   : "gave up a call";
+        if (fails) ring__dev_emu_fails(RING__EMU_FAIL_OWNS);
+        TEST_SAYS(registered ? ring_ctx_allreduce_registered(
+                                   mine, count, RING_FLOAT32, RING_SUM, NULL,
+                                   NULL)
+                             : ring_ctx_allreduce(mine, null ? NULL : d, d,
+                                                  count, RING_FLOAT32,
+                                                  RING_SUM),
+                  status, told);
         ring__dev_emu_fails(0);
-        TEST_EQ(status, rank == broken ? RING_ERR_CUDA : RING_ERR_STATE);
         TEST_TRUE((mine->ipc != NULL) == !first);
+        dev_copy(d, in, nbytes);
         TEST_EQ(ring_ctx_allreduce(mine, d, d, count, RING_FLOAT32, RING_SUM),
                 first ? RING_OK : RING_ERR_STATE);
-        TEST_TRUE(mine->ipc != NULL);
+        if (first) {
+            TEST_TRUE(mine->ipc != NULL);
+            dev_copy(got, d, nbytes);
+            expect_same(got, want, nbytes);
+        }
         if (registered)
             expect_ok(ring_ctx_register(mine, NULL, 0), "unregister");
         ring_ctx_free(&mine);
         dev->release(d);
+        free(got);
+        free(want);
+        free(in);
     }
 }
 
@@ -819,7 +854,7 @@ int main(int argc, char **argv)
     if (ctx->ipc && emulated && !hier) test_peer_gives_up(&opts);
     if (ctx->ipc && !hier) test_give_up(&opts);
     const char *mode = getenv("HVD_DEVICE_EMULATE");
-    if (ctx->ipc && emulated && mode && strcmp(mode, "guard") == 0 && !hier)
+    if (ctx->ipc && emulated && mode && strcmp(mode, "guard") == 0)
         test_kind_fails_alone(&opts);
     ring_ctx_free(&ctx);
     dev->stream_destroy(stream);
