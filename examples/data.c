@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 #include "examples/data_internal.h"
 
 const char *data_strerror(int status)
@@ -38,6 +39,21 @@ int data__fail(char *err, size_t err_nbytes, int status, const char *fmt, ...)
 size_t data_image_count(const data_set_t *ds)
 {
     return ds->channels * ds->height * ds->width;
+}
+
+uint32_t data_fingerprint(const data_set_t *ds)
+{
+    enum { SAMPLES = 64 };
+    size_t n = ds->count < SAMPLES ? ds->count : SAMPLES;
+    size_t floats = data_image_count(ds);
+    uLong crc = crc32_z(crc32(0L, Z_NULL, 0), (const Bytef *)ds->labels,
+                        ds->count * sizeof *ds->labels);
+    for (size_t k = 0; k < n; k++)
+        crc = crc32_z(crc,
+                      (const Bytef *)(ds->images +
+                                      k * (ds->count / n) * floats),
+                      floats * sizeof *ds->images);
+    return (uint32_t)crc;
 }
 
 void data_free(data_set_t *ds)

@@ -54,6 +54,11 @@ typedef struct {
 /* Floats per image: channels * height * width. */
 size_t data_image_count(const data_set_t *ds);
 
+/* A 32-bit checksum (zlib's crc32) of ds's labels and of up to 64 of its
+ * images, evenly spaced: for ranks that loaded their sets apart to see
+ * whether they hold the same data, without reading every pixel again. */
+uint32_t data_fingerprint(const data_set_t *ds);
+
 /* Releases ds's arrays and zeroes it; accepts NULL and a zeroed or freed
  * set. */
 void data_free(data_set_t *ds);

@@ -127,6 +127,45 @@ static void prepare_inputs(const loop_t *L, float *x, size_t n)
 
 /* ---- set-up ---- */
 
+/* --data may name each rank's own folder (a node's local disk), which
+ * must hold the same data: ranks with more steps an epoch would wait for
+ * the others in a collective they never join (hvd's stall check, after
+ * minutes), and ranks with the same counts but other images would train
+ * on other samples than the shards say. Each split's count and
+ * fingerprint compared on every rank; 0, or 1 with every rank saying
+ * what differs. */
+static int data_agree(loop_t *L)
+{
+    enum { N = 4 };
+    static const char *const what[N] = {"training images", "test images",
+                                        "training set", "test set"};
+    int64_t mine[2 * N] = {(int64_t)L->train.count, (int64_t)L->test.count,
+                           data_fingerprint(&L->train),
+                           data_fingerprint(&L->test)},
+            range[2 * N];
+    for (int i = 0; i < N; i++) mine[N + i] = -mine[i];
+    /* One reduction gives both ends: max of v and of -v (= -min). */
+    if (hvd_allreduce(mine, range, 2 * N, HVD_INT64, HVD_MAX,
+                      "train_loop.data_agree") != HVD_OK)
+        return 1;
+    for (int i = 0; i < N; i++) {
+        if (range[i] == -range[N + i]) continue;
+        if (i < 2)
+            fprintf(stderr, "%s: rank %d: --data %s: %lld %s here, from %lld "
+                    "to %lld across the ranks: every rank must load the "
+                    "same data\n", L->cfg->name, L->rank, L->opt.data,
+                    (long long)mine[i], what[i], (long long)-range[N + i],
+                    (long long)range[i]);
+        else
+            fprintf(stderr, "%s: rank %d: --data %s: the %s differs across "
+                    "the ranks (the same count, other images or labels): "
+                    "every rank must load the same data\n", L->cfg->name,
+                    L->rank, L->opt.data, what[i]);
+        return 1;
+    }
+    return 0;
+}
+
 /* Both splits on every rank, of the configured image shape; 0 or 1. */
 static int load_data(loop_t *L)
 {
@@ -150,7 +189,7 @@ static int load_data(loop_t *L)
     if (any_failed(L, status != 0, "train_loop.data") != 0) return 1;
     if (L->opt.train_limit > 0 && (size_t)L->opt.train_limit < L->train.count)
         L->train.count = (size_t)L->opt.train_limit;
-    return 0;
+    return data_agree(L);
 }
 
 /* Model, SGD, batch buffers, DistributedOptimizer and shard; 0 or 1. */

@@ -5,7 +5,9 @@
 # another) all exit 2 before any training, each naming the flag and the
 # other rank's value: train_fmnist's --seed, synthetic_benchmark's
 # --batch-size; a bad flag on rank 1 alone is told by rank 0 too. What may
-# differ does not stop a run: --data folders holding the same files.
+# differ does not stop a run: --data folders holding the same files; but
+# folders of other data (a count, or the pixels) stop every rank, saying
+# so.
 # --max-steps K without --epochs trains K steps, past the default 2
 # epochs. Before the agreement check, a bad flag on rank 1 alone hung.
 # --profile: each rank's line of ms a step, the phases adding up to the
@@ -73,6 +75,24 @@ grep -q "^done: 1 steps" "$dir/out" || {
     echo "FAIL: data differs: no \"done: 1 steps\"" >&2
     rc=1
 }
+# ... but not the data in them: 6 images on rank 1 (3 steps an epoch to
+# rank 0's 2: it stalled in hvd for minutes), or other pixels (other
+# samples trained in silence); every rank exits 1 saying so, untrained.
+script_tiny_fmnist "$dir/idx6" 6
+script_tiny_fmnist "$dir/noise" 4 28 /dev/urandom
+data_split() {
+    what=$1 other=$2 pattern=$3
+    script_expect "$what" 1 "^train_fmnist: rank 0: --data $dir/idx: $pattern" \
+        1 "$tf --data $dir/idx $common : -np 1 $build/$tf --data $other $common"
+    if ! grep -q "^train_fmnist: rank 1: --data $other: " "$dir/err" ||
+        grep -q "^step" "$dir/out"; then
+        echo "FAIL: $what: rank 1 said nothing, or it trained" >&2
+        rc=1
+    fi
+}
+data_split "data counts differ" "$dir/idx6" \
+    "4 training images here, from 4 to 6 across the ranks"
+data_split "data contents differ" "$dir/noise" "the training set differs"
 
 # --max-steps 5 alone: 2 steps an epoch (4 images, batch 2, 1 rank), 5
 # steps in 3 epochs, not the 4 of the default 2 epochs.
