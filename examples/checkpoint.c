@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +120,12 @@ static int ckpt_sync_dir(const char *path)
     return rc;
 }
 
+static int ckpt_is_folder(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
 int ckpt_check_dir(const char *path, char *err, size_t err_nbytes)
 {
     if (!path || !*path) {
@@ -139,7 +146,20 @@ int ckpt_check_dir(const char *path, char *err, size_t err_nbytes)
         ckpt_error(err, err_nbytes, "checkpoint %s: cannot write in its "
                    "folder %s: %s", path, dir, why);
     free(dir);
-    return why ? CKPT_ERR_IO : CKPT_OK;
+    if (why) return CKPT_ERR_IO;
+    /* The write renames PATH.tmp over PATH: a folder at either would fail
+     * it only after a whole epoch. */
+    char tmp[PATH_MAX];
+    const char *folder = NULL;
+    if (path[strlen(path) - 1] == '/' || ckpt_is_folder(path))
+        folder = path;
+    else if (snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp &&
+             ckpt_is_folder(tmp))
+        folder = tmp;
+    if (!folder) return CKPT_OK;
+    ckpt_error(err, err_nbytes, "checkpoint %s: %s is a folder, not a file",
+               path, folder);
+    return CKPT_ERR_IO;
 }
 
 int ckpt_write(const char *path, const ckpt_state_t *st, char *err,

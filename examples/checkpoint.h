@@ -70,9 +70,10 @@ typedef struct {
  * NULL, to stderr. */
 
 /* Whether a checkpoint could be written at path: its folder exists and we
- * may create files in it. Training programs ask before the first epoch,
- * so that a typo in the path does not cost an epoch. Returns CKPT_OK,
- * CKPT_ERR_ARG (empty path) or CKPT_ERR_IO. */
+ * may create files in it, and neither path nor its PATH.tmp is a
+ * folder. Training programs ask before the first epoch, so that a typo in
+ * the path does not cost an epoch. Returns CKPT_OK, CKPT_ERR_ARG (empty
+ * path) or CKPT_ERR_IO. */
 int ckpt_check_dir(const char *path, char *err, size_t err_nbytes);
 
 /* Writes st to path atomically (see above). Returns CKPT_OK, CKPT_ERR_ARG

@@ -6,7 +6,8 @@
 # folder, a file under a header, one longer than its header says, a bad
 # magic, format version 1, other sizes, a negative epoch (valid CRCs where
 # the check comes after the CRC's, by test/ckpt_tool recrc), a checkpoint
-# folder that does not exist, images of another shape. Also what is not
+# folder that does not exist, a folder where the checkpoint would be
+# written, a flag given as its path, images of another shape. Also what is not
 # an error: a checkpoint whose epoch is already --epochs, and one resumed
 # with another seed, batch size, learning rate and rank count.
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
@@ -41,8 +42,17 @@ refused() {
         --epochs 2 --checkpoint "$dir/$1" --resume
 }
 
+# A folder to resume from: refused where the path is checked for writing,
+# before the read; the read's own check, through ckpt_tool.
 mkdir "$dir/folder.ckpt"
-refused folder.ckpt "not a regular file$"
+script_expect folder.ckpt 1 "^train_fmnist: checkpoint $dir/folder.ckpt: \
+$dir/folder.ckpt is a folder, not a file$" 2 $prog $common --epochs 2 \
+    --checkpoint "$dir/folder.ckpt" --resume
+if "$tool" check "$dir/folder.ckpt" 2> "$dir/err" ||
+    ! grep -q "folder.ckpt: not a regular file$" "$dir/err"; then
+    echo "FAIL: ckpt_read of a folder: $(cat "$dir/err")" >&2
+    rc=1
+fi
 head -c 55 "$dir/good.ckpt" > "$dir/short.ckpt"
 refused short.ckpt "truncated: 55 bytes, less than a header$"
 { cat "$dir/good.ckpt"; printf x; } > "$dir/long.ckpt"
@@ -73,6 +83,25 @@ grep -q "^step" "$dir/out" && {
 script_expect "file as folder" 1 "^train_fmnist: checkpoint \
 $dir/plain/c.ckpt: cannot write in its folder $dir/plain: Not a directory$" \
     2 $prog $common --epochs 1 --checkpoint "$dir/plain/c.ckpt"
+# A folder where the checkpoint (or its PATH.tmp) would be written: the
+# rename failed after the first epoch.
+mkdir "$dir/adir" "$dir/t.ckpt.tmp" || exit 99
+for path in "$dir/adir" "$dir/adir/" "$dir/t.ckpt"; do
+    folder=$path
+    test "$path" = "$dir/t.ckpt" && folder=$path.tmp
+    script_expect "folder as checkpoint $path" 1 "^train_fmnist: checkpoint \
+$path: $folder is a folder, not a file$" 2 $prog $common --epochs 1 \
+        --checkpoint "$path"
+    grep -q "^step" "$dir/out" && {
+        echo "FAIL: folder as checkpoint $path: it trained first" >&2
+        rc=1
+    }
+done
+# A flag where the path belongs: getopt took it as the path, and the run
+# wrote ./--resume with nothing resumed.
+script_expect "flag as path" 2 "^train_fmnist: invalid value '--resume' \
+for --checkpoint: expected a path" 2 $prog $common --epochs 1 --checkpoint \
+    --resume
 
 # Images of another shape than 1x28x28.
 script_tiny_fmnist "$dir/idx8" 4 8
