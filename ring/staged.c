@@ -87,22 +87,39 @@ out:
  * for nblocks blocks. A half is a multiple of 256 bytes, so that the
  * second one starts aligned for every dtype (and for the copies), whatever
  * the dtype of the call that made it: a float16 call's 32766 bytes left
- * a later float32 call's second half at 2 bytes past alignment. */
+ * a later float32 call's second half at 2 bytes past alignment.
+ *
+ * Every rank of ctx makes it in the same call (the same calls need the
+ * same staging) and says there whether it could: a rank without pinned
+ * memory or a stream fails its call, and the others, who would wait for
+ * it in the call's messages, fail theirs (RING_ERR_STATE) and keep no
+ * staging either, so that they make it again together. */
 static int ring__stage_get(ring_ctx_t *ctx, const ring_dev_t *dev,
                            int nblocks, size_t half_bytes,
                            ring__stage_t **out)
 {
+    int status = RING_OK, made, all;
     half_bytes = (half_bytes + 255) / 256 * 256;
     ring__stage_t *st = ctx->stage;
     if (st && (st->dev != dev || st->nblocks < nblocks ||
                st->half_bytes < half_bytes))
         ring__stage_free(&ctx->stage);
     if (!ctx->stage) {
-        int status = ring__stage_new(dev, nblocks, half_bytes, &ctx->stage);
-        if (status != RING_OK) return status;
+        status = ring__stage_new(dev, nblocks, half_bytes, &ctx->stage);
+        made = status == RING_OK;
+        RING_CHECK_MPI(
+            MPI_Allreduce(&made, &all, 1, MPI_INT, MPI_MIN, ctx->comm));
+        if (!all) ring__stage_free(&ctx->stage);
+        if (!all && made) {
+            ring__log("device buffers staged through host memory: another "
+                      "rank could not make its staging (its message says "
+                      "why)");
+            status = RING_ERR_STATE;
+        }
     }
     *out = ctx->stage;
-    return RING_OK;
+out:
+    return status;
 }
 
 /* ---- one call ---- */

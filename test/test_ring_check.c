@@ -11,6 +11,9 @@
  *                            CUDA-aware: the last rank cannot make its
  *                            context's stream at the context's first
  *                            device call, and says so in the agreement
+ *   test_ring_check staged   the same, MPI not CUDA-aware: the last rank
+ *                            cannot make the staging's streams, past the
+ *                            agreement, and says so where it is made
  *
  * Each case checks every rank's status, the message, that no output was
  * written, and then that a matching allreduce still sums right. Run at 2
@@ -236,9 +239,12 @@ static void run_matching(void)
  * context's stream, made then: a rank that cannot make it (a broken
  * context; the emulated device made to fail it) refuses its call in the
  * agreement, so every rank's call fails before any data moves (before,
- * it failed after the agreement, and the others went on without it);
- * the next call sums. */
-static void run_device(void)
+ * it failed after the agreement, and the others went on without it).
+ * Over an MPI that is not CUDA-aware the call stages through host memory,
+ * whose streams the first staged call makes, after the agreement: every
+ * rank says there whether it made them, and the others' calls fail with
+ * RING_ERR_STATE (before, they waited for it in MPI). The next call sums. */
+static void run_device(int staged)
 {
     const ring_dev_t *dev = ring_dev();
     ring_ctx_t *ctx = NULL;
@@ -255,8 +261,12 @@ static void run_device(void)
     TEST_EQ(dev->stream_sync(s), RING_OK);
     if (odd) ring__dev_emu_fails(RING__EMU_FAIL_STREAMS);
     TEST_SAYS(ring_ctx_allreduce(ctx, d, d, N, RING_INT32, RING_SUM),
-              odd ? RING_ERR_CUDA : RING_ERR_MISMATCH,
-              odd ? "stream_create" : "another rank refused its call");
+              odd      ? RING_ERR_CUDA
+              : staged ? RING_ERR_STATE
+                       : RING_ERR_MISMATCH,
+              odd      ? "stream_create"
+              : staged ? "another rank could not make its staging"
+                       : "another rank refused its call");
     ring__dev_emu_fails(0);
     TEST_EQ(ring_ctx_allreduce(ctx, d, d, N, RING_INT32, RING_SUM), RING_OK);
     TEST_EQ(dev->copy(out, d, N * sizeof *out, s), RING_OK);
@@ -271,15 +281,17 @@ static void run_device(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc == 2 ? argv[1] : "";
-    int tuning = !strcmp(mode, "tuning"), device = !strcmp(mode, "device");
+    int tuning = !strcmp(mode, "tuning"), staged = !strcmp(mode, "staged");
+    int device = staged || !strcmp(mode, "device");
     if (!tuning && !device && strcmp(mode, "calls")) {
-        fprintf(stderr, "usage: test_ring_check calls|tuning|device\n");
+        fprintf(stderr, "usage: test_ring_check calls|tuning|device|"
+                        "staged\n");
         return TEST_HARD_ERROR;
     }
     setenv("HVD_RING_CHECK", "1", 1);
     if (device) {
         setenv("HVD_DEVICE_EMULATE", "1", 1);
-        setenv("HVD_CUDA_AWARE", "1", 1);
+        setenv("HVD_CUDA_AWARE", staged ? "0" : "1", 1);
     }
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) return TEST_HARD_ERROR;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -294,7 +306,7 @@ int main(int argc, char **argv)
                   RING_ERR_MISMATCH,
                   "ranks disagree on HVD_RING_SEGMENT_BYTES");
     } else if (device) {
-        run_device();
+        run_device(staged);
     } else {
         MPI_Comm_dup(MPI_COMM_SELF, &self);
         if (ring_shm_create(MPI_COMM_WORLD, 4096, &shm) != RING_OK)
