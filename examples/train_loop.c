@@ -83,6 +83,7 @@ typedef struct {
     char kind[CKPT_KIND_MAX]; /* the checkpoints' model name */
     size_t spe;               /* steps per epoch */
     long long gstep, end_step, run_steps, done_steps;
+    double lr_epochs; /* the schedule's length in epochs (run) */
     double train_time, total_images, last_acc;
     double phase_s[PHASES]; /* over the steps after PROFILE_WARMUP */
 } loop_t;
@@ -495,7 +496,7 @@ static int train_epoch(loop_t *L, int64_t epoch, epoch_t *e)
         size_t n = 0;
         L->sgd.lr = schedule_lr(L->opt.lr, L->size,
                                 (double)epoch + (double)b / (double)L->spe,
-                                (double)L->opt.epochs);
+                                L->lr_epochs);
         float loss = 0;
         if (train_step(L, b, more, &loss, &n)) return 1;
         L->gstep++;
@@ -622,10 +623,14 @@ static int run(loop_t *L, int64_t start_epoch)
     const train_loop_options_t *o = &L->opt;
     L->spe = data_shard_batch_count(&L->shard);
     /* --max-steps K alone trains K steps, in as many epochs as they take
-     * (K < 2^62: no overflow); the schedule decays over them. */
-    if (o->max_steps > 0 && !o->epochs_given)
+     * (K < 2^62: no overflow); the schedule decays over them, to 0 after
+     * the K-th step, not at the end of the last epoch begun. */
+    L->lr_epochs = (double)o->epochs;
+    if (o->max_steps > 0 && !o->epochs_given) {
         L->opt.epochs = (o->max_steps + (long long)L->spe - 1) /
                         (long long)L->spe;
+        L->lr_epochs = (double)o->max_steps / (double)L->spe;
+    }
     /* A checkpoint may hold any epoch >= 0 (its CRC says only that it is
      * whole): steps are counted up to --epochs at most, so that epoch x
      * steps cannot overflow. */

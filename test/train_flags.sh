@@ -9,7 +9,7 @@
 # folders of other data (a count, or the pixels) stop every rank, saying
 # so.
 # --max-steps K without --epochs trains K steps, past the default 2
-# epochs. Before the agreement check, a bad flag on rank 1 alone hung.
+# epochs, its learning rate's cosine ending with them. Before the agreement check, a bad flag on rank 1 alone hung.
 # --profile: each rank's line of ms a step, the phases adding up to the
 # total, the forward and backward (the CPU's compute) not zero, the first
 # 10 steps left out (and said so when there were no more).
@@ -101,6 +101,13 @@ script_launch "max-steps alone" 1 $tf --data "$dir/idx" --batch-size 2 \
 grep -q "^done: 5 steps" "$dir/out" || {
     cat "$dir/out" >&2
     echo "FAIL: --max-steps 5 without --epochs: no \"done: 5 steps\"" >&2
+    rc=1
+}
+# ... and its cosine ends with the 5 steps (2.5 epochs), not with the 3rd
+# epoch: 0.05 x 1/4 at step 5 (epoch 2.0), where the 3 epochs gave 0.025.
+grep -q "^step 5/5 .* lr 0.0125 " "$dir/out" || {
+    grep "^step" "$dir/out" >&2
+    echo "FAIL: --max-steps 5 without --epochs: lr not 0.0125 at step 5" >&2
     rc=1
 }
 # profile_check NP STEPS: the --profile lines of $dir/out, one per rank.
