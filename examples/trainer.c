@@ -111,6 +111,17 @@ static int trainer_emu_sync(void *stream)
 int trainer_device_choose(const char **device, int *automatic)
 {
     const char *why = NULL, *asked = *device;
+    /* The test-only HVD_DEVICE_EMULATE is read by ring (which device
+     * memory is) and by models (which kernels run): a value ring refused
+     * (its message above) would give the model emulated kernels on a
+     * machine without a device, or in place of the GPU. */
+    const char *emulate = getenv("HVD_DEVICE_EMULATE");
+    const ring_dev_t *dev = ring_dev();
+    if (emulate && *emulate && strcmp(emulate, "0") != 0 &&
+        (!dev || strcmp(dev->name, "emulated") != 0))
+        return prog_refuse("--device %s: HVD_DEVICE_EMULATE=%s is not a "
+                           "value the emulated device takes",
+                           asked, emulate);
     int gpu = model_device_available(MODEL_DEVICE_CUDA, &why);
     *automatic = !strcmp(*device, "auto");
     if (*automatic) *device = gpu ? "cuda" : "cpu";
@@ -123,8 +134,6 @@ int trainer_device_choose(const char **device, int *automatic)
      * memory, so that its gradients take hvd's device path, as on a GPU;
      * not in the guard mode, which closes that memory to the host, where
      * the model's emulated kernels run. */
-    const ring_dev_t *dev = ring_dev();
-    const char *emulate = getenv("HVD_DEVICE_EMULATE");
     if (!strcmp(*device, "cuda") && dev && !strcmp(dev->name, "emulated") &&
         emulate && strncmp(emulate, "guard", 5) != 0) {
         model_emu_memory(dev->alloc, dev->release);

@@ -3,7 +3,8 @@
 # of noise images this script writes. With no GPU visible (no emulation,
 # CUDA_VISIBLE_DEVICES empty, so on a GPU node too) --device cuda exits 2
 # naming why before any work (and --device cpu, when HVD_CONV has a bad
-# value), and --device auto trains on the CPU, saying so. On the emulated
+# value; and --device cuda where HVD_DEVICE_EMULATE has a value ring
+# refuses), and --device auto trains on the CPU, saying so. On the emulated
 # device (HVD_DEVICE_EMULATE=1: the model's memory is the device's own,
 # reached only by copies, models/backend_emu.c, and it is ring's emulated
 # device memory, so the gradients take hvd's device path) --device cuda
@@ -54,6 +55,21 @@ grep -q "on cpu (--device auto)$" "$dir/out" || {
     echo "FAIL: auto without a GPU: no \"on cpu (--device auto)\"" >&2
     rc=1
 }
+
+# A value of HVD_DEVICE_EMULATE that ring refuses (no device used): the
+# model took emulated kernels all the same, and trained "on cuda".
+for prog in "$tf $common --epochs 1" "examples/synthetic_benchmark \
+--num-iters 1"; do
+    name=${prog%% *}
+    name=${name#examples/}
+    HVD_DEVICE_EMULATE=yes script_expect "$name: HVD_DEVICE_EMULATE=yes" 2 \
+        "^$name: --device cuda: HVD_DEVICE_EMULATE=yes is not a value" 1 \
+        $prog --device cuda
+    if grep -q "^step\|^Iter" "$dir/out"; then
+        echo "FAIL: $name: HVD_DEVICE_EMULATE=yes: it trained" >&2
+        rc=1
+    fi
+done
 
 # ---- the emulated device ----
 HVD_DEVICE_EMULATE=1
