@@ -102,15 +102,22 @@ const ring__mem_ops_t *ring__mem_of(const void *p, const char **why)
 /* ---- device memory, operations waited for ---- */
 
 /* The calls without a context of their own (ring_allreduce's wrapper)
- * share one stream. */
-static pthread_once_t ring__work_once = PTHREAD_ONCE_INIT;
+ * share one stream, made by the first that binds; one that cannot make
+ * it fails, and the next tries again. */
+static pthread_mutex_t ring__work_mu = PTHREAD_MUTEX_INITIALIZER;
 static ring_stream_t *ring__work;
-static __thread ring_stream_t *ring__bound; /* the call's context's */
+static __thread ring_stream_t *ring__bound; /* the call's */
 static __thread int ring__device_status;
 
-static void ring__work_make(void)
+static int ring__shared_work(ring_stream_t **work)
 {
-    if (ring_dev()->stream_create(&ring__work) != RING_OK) ring__work = NULL;
+    int status = RING_OK;
+    pthread_mutex_lock(&ring__work_mu);
+    if (!ring__work) status = ring_dev()->stream_create(&ring__work);
+    if (status != RING_OK) ring__work = NULL;
+    *work = ring__work;
+    pthread_mutex_unlock(&ring__work_mu);
+    return status;
 }
 
 int ring__ctx_work(ring_ctx_t *ctx, ring_stream_t **work)
@@ -123,9 +130,8 @@ int ring__ctx_work(ring_ctx_t *ctx, ring_stream_t **work)
 int ring__mem_device_bind(ring_ctx_t *ctx)
 {
     (void)ring__mem_device_status(); /* nothing left from before */
-    ring__bound = NULL;
-    if (ctx->wrapped) return RING_OK;
-    int status = ring__ctx_work(ctx, &ring__bound);
+    int status = ctx->wrapped ? ring__shared_work(&ring__bound)
+                              : ring__ctx_work(ctx, &ring__bound);
     if (status != RING_OK) ring__bound = NULL;
     return status;
 }
@@ -137,13 +143,12 @@ static void ring__device_done(int status, ring_stream_t *s)
     if (ring__device_status == RING_OK) ring__device_status = status;
 }
 
+/* The bound stream (ring__begin binds it before any operation). */
 static ring_stream_t *ring__work_stream(void)
 {
-    if (ring__bound) return ring__bound;
-    pthread_once(&ring__work_once, ring__work_make);
-    if (!ring__work && ring__device_status == RING_OK)
+    if (!ring__bound && ring__device_status == RING_OK)
         ring__device_status = RING_ERR_CUDA;
-    return ring__work;
+    return ring__bound;
 }
 
 int ring__mem_device_status(void)

@@ -147,8 +147,9 @@ extern const ring__mem_ops_t ring__mem_device;
  * (on this thread), which it clears. */
 int ring__mem_device_status(void);
 /* The opening of a call on ring__mem_device: its operations run on ctx's
- * work stream (made now, the first time), or for a wrapper's call on a
- * stream all such calls share; earlier failures are forgotten. */
+ * work stream, or for a wrapper's call on a stream all such calls share,
+ * made now the first time (a failure is the call's: the next tries
+ * again); earlier failures are forgotten. */
 int ring__mem_device_bind(ring_ctx_t *ctx);
 /* ctx's work stream (not a wrapper's), made now the first time. */
 int ring__ctx_work(ring_ctx_t *ctx, ring_stream_t **work);

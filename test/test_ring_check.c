@@ -243,7 +243,11 @@ static void run_matching(void)
  * Over an MPI that is not CUDA-aware the call stages through host memory,
  * whose streams the first staged call makes, after the agreement: every
  * rank says there whether it made them, and the others' calls fail with
- * RING_ERR_STATE (before, they waited for it in MPI). The next call sums. */
+ * RING_ERR_STATE (before, they waited for it in MPI). The next call sums.
+ * Both for ring_allreduce, whose calls share a stream (before, a rank
+ * that could not make it skipped every device operation of its calls
+ * from then on, and the others summed its stale buffers), and for a
+ * context of its own. */
 static void run_device(int staged)
 {
     const ring_dev_t *dev = ring_dev();
@@ -256,23 +260,34 @@ static void run_device(int staged)
         TEST_FAIL("no emulated device, memory, stream or context");
         return;
     }
-    for (int i = 0; i < N; i++) in[i] = i + rank;
-    TEST_EQ(dev->copy(d, in, N * sizeof *in, s), RING_OK);
-    TEST_EQ(dev->stream_sync(s), RING_OK);
-    if (odd) ring__dev_emu_fails(RING__EMU_FAIL_STREAMS);
-    TEST_SAYS(ring_ctx_allreduce(ctx, d, d, N, RING_INT32, RING_SUM),
-              odd      ? RING_ERR_CUDA
-              : staged ? RING_ERR_STATE
-                       : RING_ERR_MISMATCH,
-              odd      ? "stream_create"
-              : staged ? "another rank could not make its staging"
-                       : "another rank refused its call");
-    ring__dev_emu_fails(0);
-    TEST_EQ(ring_ctx_allreduce(ctx, d, d, N, RING_INT32, RING_SUM), RING_OK);
-    TEST_EQ(dev->copy(out, d, N * sizeof *out, s), RING_OK);
-    TEST_EQ(dev->stream_sync(s), RING_OK);
-    for (int i = 0; i < N; i++)
-        TEST_EQ(out[i], i * size + size * (size - 1) / 2);
+    /* ring_allreduce's wrapped context first (its stream, shared by all
+     * such calls, is made by the first), then ctx. */
+    for (int wrapped = 1; wrapped >= 0; wrapped--) {
+        for (int i = 0; i < N; i++) in[i] = i + rank;
+        TEST_EQ(dev->copy(d, in, N * sizeof *in, s), RING_OK);
+        TEST_EQ(dev->stream_sync(s), RING_OK);
+        if (odd) ring__dev_emu_fails(RING__EMU_FAIL_STREAMS);
+        TEST_SAYS(wrapped ? ring_allreduce(d, d, N, RING_INT32, RING_SUM,
+                                           MPI_COMM_WORLD)
+                          : ring_ctx_allreduce(ctx, d, d, N, RING_INT32,
+                                               RING_SUM),
+                  odd      ? RING_ERR_CUDA
+                  : staged ? RING_ERR_STATE
+                           : RING_ERR_MISMATCH,
+                  odd      ? "stream_create"
+                  : staged ? "another rank could not make its staging"
+                           : "another rank refused its call");
+        ring__dev_emu_fails(0);
+        TEST_EQ(wrapped ? ring_allreduce(d, d, N, RING_INT32, RING_SUM,
+                                         MPI_COMM_WORLD)
+                        : ring_ctx_allreduce(ctx, d, d, N, RING_INT32,
+                                             RING_SUM),
+                RING_OK);
+        TEST_EQ(dev->copy(out, d, N * sizeof *out, s), RING_OK);
+        TEST_EQ(dev->stream_sync(s), RING_OK);
+        for (int i = 0; i < N; i++)
+            TEST_EQ(out[i], i * size + size * (size - 1) / 2);
+    }
     ring_ctx_free(&ctx);
     dev->stream_destroy(s);
     dev->release(d);
