@@ -51,7 +51,7 @@ uint32_t data_fingerprint(const data_set_t *ds)
     for (size_t k = 0; k < n; k++)
         crc = crc32_z(crc,
                       (const Bytef *)(ds->images +
-                                      k * (ds->count / n) * floats),
+                                      k * ds->count / n * floats),
                       floats * sizeof *ds->images);
     return (uint32_t)crc;
 }

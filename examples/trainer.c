@@ -113,16 +113,17 @@ int trainer_device_choose(const char **device, int *automatic)
     const char *why = NULL, *asked = *device;
     /* The test-only HVD_DEVICE_EMULATE is read by ring (which device
      * memory is) and by models (which kernels run): a value ring refused
-     * (its message above) would give the model emulated kernels on a
-     * machine without a device, or in place of the GPU. */
+     * (its message above; no device used) would give the model emulated
+     * kernels on a machine without a device, or in place of the GPU. It
+     * leaves no device: cuda is refused, auto takes the CPU. */
     const char *emulate = getenv("HVD_DEVICE_EMULATE");
     const ring_dev_t *dev = ring_dev();
-    if (emulate && *emulate && strcmp(emulate, "0") != 0 &&
-        (!dev || strcmp(dev->name, "emulated") != 0))
-        return prog_refuse("--device %s: HVD_DEVICE_EMULATE=%s is not a "
-                           "value the emulated device takes",
-                           asked, emulate);
-    int gpu = model_device_available(MODEL_DEVICE_CUDA, &why);
+    int refused = emulate && *emulate && strcmp(emulate, "0") != 0 &&
+                  (!dev || strcmp(dev->name, "emulated") != 0);
+    int gpu = !refused && model_device_available(MODEL_DEVICE_CUDA, &why);
+    if (refused)
+        why = "HVD_DEVICE_EMULATE has a value the emulated device does not "
+              "take (the message above)";
     *automatic = !strcmp(*device, "auto");
     if (*automatic) *device = gpu ? "cuda" : "cpu";
     /* The CPU refuses a bad HVD_CONV or HVD_CONV_TF32 too. */

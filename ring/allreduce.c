@@ -446,8 +446,10 @@ int ring_ctx_register(ring_ctx_t *ctx, void *buf, size_t nbytes)
     RING_CHECK(ring__tuning(&tuning));
     RING_CHECK_MPI(MPI_Comm_size(ctx->comm, &size));
     /* A rank alone's registered call with a done event may still be
-     * copying out of the earlier buffer on the context's stream. */
-    if (ctx->work) RING_CHECK(dev->stream_sync(ctx->work));
+     * copying out of the earlier buffer on the context's stream (with
+     * others, ring__ipc_register below waits for its own calls, failed or
+     * not: a rank leaving here would leave them in its collectives). */
+    if (size < 2 && ctx->work) RING_CHECK(dev->stream_sync(ctx->work));
     ctx->registered = nbytes > 0 ? buf : NULL;
     ctx->registered_bytes = ctx->registered ? nbytes : 0;
     /* The window's device twin: where device allreduces take it. Every

@@ -254,11 +254,15 @@ int ring__staged(const ring__coll_t *c, const ring__staged_t *s)
     if (call.per_block == 0) call.per_block = 1;
     size_t largest = ring__block_count(s->whole, s->nblocks, 0);
     size_t nchunks = (largest + call.per_block - 1) / call.per_block;
-    call.copied = malloc((size_t)s->nblocks);
-    if (!call.copied) return RING_ERR_NOMEM;
+    /* The staging first: every rank comes to its making (see there). */
     RING_CHECK(ring__stage_get(ctx, c->dev, s->nblocks,
                                call.per_block * c->esize * s->nblocks,
                                &call.st));
+    call.copied = malloc((size_t)s->nblocks);
+    if (!call.copied) {
+        status = RING_ERR_NOMEM;
+        goto out;
+    }
     /* A registered call's input may still be on its way (c->ready): the
      * copies up wait for it on the device, so that the host waits once,
      * for them. */

@@ -4,7 +4,7 @@
 # CUDA_VISIBLE_DEVICES empty, so on a GPU node too) --device cuda exits 2
 # naming why before any work (and --device cpu, when HVD_CONV has a bad
 # value; and --device cuda where HVD_DEVICE_EMULATE has a value ring
-# refuses), and --device auto trains on the CPU, saying so. On the emulated
+# refuses), and --device auto trains on the CPU, saying so (there too). On the emulated
 # device (HVD_DEVICE_EMULATE=1: the model's memory is the device's own,
 # reached only by copies, models/backend_emu.c, and it is ring's emulated
 # device memory, so the gradients take hvd's device path) --device cuda
@@ -57,19 +57,27 @@ grep -q "on cpu (--device auto)$" "$dir/out" || {
 }
 
 # A value of HVD_DEVICE_EMULATE that ring refuses (no device used): the
-# model took emulated kernels all the same, and trained "on cuda".
+# model took emulated kernels all the same, and trained "on cuda". Now
+# cuda is refused, naming it, and auto trains on the CPU.
 for prog in "$tf $common --epochs 1" "examples/synthetic_benchmark \
 --num-iters 1"; do
     name=${prog%% *}
     name=${name#examples/}
     HVD_DEVICE_EMULATE=yes script_expect "$name: HVD_DEVICE_EMULATE=yes" 2 \
-        "^$name: --device cuda: HVD_DEVICE_EMULATE=yes is not a value" 1 \
+        "^$name: --device cuda: HVD_DEVICE_EMULATE has a value the" 1 \
         $prog --device cuda
     if grep -q "^step\|^Iter" "$dir/out"; then
         echo "FAIL: $name: HVD_DEVICE_EMULATE=yes: it trained" >&2
         rc=1
     fi
 done
+HVD_DEVICE_EMULATE=yes script_launch "auto, HVD_DEVICE_EMULATE=yes" 1 $tf \
+    $common --epochs 1 --device auto > "$dir/out"
+grep -q "on cpu (--device auto)$" "$dir/out" || {
+    cat "$dir/out" >&2
+    echo "FAIL: auto, HVD_DEVICE_EMULATE=yes: not on the CPU" >&2
+    rc=1
+}
 
 # ---- the emulated device ----
 HVD_DEVICE_EMULATE=1
