@@ -84,7 +84,9 @@ def parse_args(argv):
         description="PyTorch DDP (gloo) peer of examples/train_fmnist; "
         "launch with mpirun -np N /usr/bin/python3 bench/torch_fmnist.py")
     p.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
-    p.add_argument("--epochs", type=int, default=2, help="epochs (2)")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="epochs (2; with --max-steps alone, as many as its "
+                   "steps take)")
     p.add_argument("--batch-size", type=int, default=64,
                    help="samples per batch per rank (64)")
     p.add_argument("--lr", type=float, default=0.05,
@@ -117,7 +119,7 @@ def parse_args(argv):
                    "default (exact: cudnn.allow_tf32 off, "
                    "cudnn.deterministic on)")
     a = p.parse_args(argv)
-    if not 1 <= a.epochs <= 100000:
+    if a.epochs is not None and not 1 <= a.epochs <= 100000:
         p.error("--epochs: %d is out of range 1..100000" % a.epochs)
     if not 1 <= a.batch_size <= 65536:
         p.error("--batch-size: %d is out of range 1..65536" % a.batch_size)
@@ -349,6 +351,12 @@ def main(argv):
 
     shard_count = n_train // size + (n_train % size != 0)
     spe = shard_count // opt.batch_size + (shard_count % opt.batch_size != 0)
+    # As train_fmnist: --max-steps K alone trains K steps, in as many
+    # epochs as they take, the cosine ending with the K-th.
+    lr_epochs = opt.epochs
+    if opt.epochs is None:
+        opt.epochs = -(-opt.max_steps // spe) if opt.max_steps > 0 else 2
+        lr_epochs = opt.max_steps / spe if opt.max_steps > 0 else 2
     end_step = opt.epochs * spe
     if 0 < opt.max_steps < end_step:
         end_step = opt.max_steps
@@ -389,7 +397,7 @@ def main(argv):
             x = train_x.index_select(0, idx)
             y = train_y.index_select(0, idx)
             lr = lr_cosine(lr_warmup(opt.lr, size, WARMUP_EPOCHS, epoch + b / spe),
-                           WARMUP_EPOCHS, opt.epochs, epoch + b / spe)
+                           WARMUP_EPOCHS, lr_epochs, epoch + b / spe)
             for g in sgd.param_groups:
                 g["lr"] = lr
             sgd.zero_grad(set_to_none=False)
