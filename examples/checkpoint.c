@@ -120,10 +120,12 @@ static int ckpt_sync_dir(const char *path)
     return rc;
 }
 
+/* Not through a link: rename replaces a link to a folder, not the
+ * folder. */
 static int ckpt_is_folder(const char *path)
 {
     struct stat sb;
-    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    return lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
 int ckpt_check_dir(const char *path, char *err, size_t err_nbytes)
@@ -151,10 +153,15 @@ int ckpt_check_dir(const char *path, char *err, size_t err_nbytes)
      * it only after a whole epoch. */
     char tmp[PATH_MAX];
     const char *folder = NULL;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        ckpt_error(err, err_nbytes, "checkpoint: a path of %zu bytes, too "
+                   "long for its PATH.tmp: %s", strlen(path),
+                   strerror(ENAMETOOLONG));
+        return CKPT_ERR_IO;
+    }
     if (path[strlen(path) - 1] == '/' || ckpt_is_folder(path))
         folder = path;
-    else if (snprintf(tmp, sizeof tmp, "%s.tmp", path) < (int)sizeof tmp &&
-             ckpt_is_folder(tmp))
+    else if (ckpt_is_folder(tmp))
         folder = tmp;
     if (!folder) return CKPT_OK;
     ckpt_error(err, err_nbytes, "checkpoint %s: %s is a folder, not a file",

@@ -97,6 +97,22 @@ $path: $folder is a folder, not a file$" 2 $prog $common --epochs 1 \
         rc=1
     }
 done
+# A path whose PATH.tmp is past PATH_MAX (4096), its folder not: refused
+# before the first step (the write failed after it).
+long=$dir
+while test ${#long} -lt 3900; do long=$long/.; done
+name=$(printf "%0$((4094 - ${#long} - 1))d" 0)
+script_expect "PATH.tmp too long" 1 "^train_fmnist: checkpoint: a path of \
+4094 bytes, too long for its PATH.tmp: File name too long$" 2 $prog $common \
+    --epochs 1 --checkpoint "$long/$name"
+# A link to a folder is not a folder: the checkpoint replaces the link.
+ln -s adir "$dir/link.ckpt" || exit 99
+script_launch "link to a folder" 2 $prog $common --epochs 1 \
+    --checkpoint "$dir/link.ckpt" > "$dir/out"
+if test -L "$dir/link.ckpt" || ! test -f "$dir/link.ckpt"; then
+    echo "FAIL: link to a folder: the checkpoint did not replace it" >&2
+    rc=1
+fi
 # A flag where the path belongs: getopt took it as the path, and the run
 # wrote ./--resume with nothing resumed.
 script_expect "flag as path" 2 "^train_fmnist: invalid value '--resume' \
