@@ -120,12 +120,13 @@ static int ckpt_sync_dir(const char *path)
     return rc;
 }
 
-/* Not through a link: rename replaces a link to a folder, not the
- * folder. */
-static int ckpt_is_folder(const char *path)
+/* PATH is replaced by rename, a link to a folder too (not followed);
+ * PATH.tmp is opened, through a link (followed). */
+static int ckpt_is_folder(const char *path, int follow)
 {
     struct stat sb;
-    return lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    return (follow ? stat(path, &sb) : lstat(path, &sb)) == 0 &&
+           S_ISDIR(sb.st_mode);
 }
 
 int ckpt_check_dir(const char *path, char *err, size_t err_nbytes)
@@ -152,16 +153,18 @@ int ckpt_check_dir(const char *path, char *err, size_t err_nbytes)
     /* The write renames PATH.tmp over PATH: a folder at either would fail
      * it only after a whole epoch. */
     char tmp[PATH_MAX];
-    const char *folder = NULL;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        ckpt_error(err, err_nbytes, "checkpoint: a path of %zu bytes, too "
-                   "long for its PATH.tmp: %s", strlen(path),
-                   strerror(ENAMETOOLONG));
+    const char *folder = NULL, *base = strrchr(path, '/');
+    size_t base_len = strlen(base ? base + 1 : path);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp ||
+        base_len + 4 > NAME_MAX) {
+        ckpt_error(err, err_nbytes, "checkpoint: a path of %zu bytes (its "
+                   "name %zu), too long for its PATH.tmp: %s", strlen(path),
+                   base_len, strerror(ENAMETOOLONG));
         return CKPT_ERR_IO;
     }
-    if (path[strlen(path) - 1] == '/' || ckpt_is_folder(path))
+    if (path[strlen(path) - 1] == '/' || ckpt_is_folder(path, 0))
         folder = path;
-    else if (ckpt_is_folder(tmp))
+    else if (ckpt_is_folder(tmp, 1))
         folder = tmp;
     if (!folder) return CKPT_OK;
     ckpt_error(err, err_nbytes, "checkpoint %s: %s is a folder, not a file",

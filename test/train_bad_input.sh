@@ -103,9 +103,19 @@ long=$dir
 while test ${#long} -lt 3900; do long=$long/.; done
 name=$(printf "%0$((4094 - ${#long} - 1))d" 0)
 script_expect "PATH.tmp too long" 1 "^train_fmnist: checkpoint: a path of \
-4094 bytes, too long for its PATH.tmp: File name too long$" 2 $prog $common \
-    --epochs 1 --checkpoint "$long/$name"
-# A link to a folder is not a folder: the checkpoint replaces the link.
+4094 bytes (its name $((4094 - ${#long} - 1))), too long for its PATH.tmp: \
+File name too long$" 2 $prog $common --epochs 1 --checkpoint "$long/$name"
+# ... or a name of 253 bytes, whose PATH.tmp's passes NAME_MAX (255).
+name=$(printf "%0253d" 0)
+script_expect "PATH.tmp's name too long" 1 "^train_fmnist: checkpoint: a \
+path of $((${#dir} + 254)) bytes (its name 253), too long for its PATH.tmp" 2 \
+    $prog $common --epochs 1 --checkpoint "$dir/$name"
+# A link to a folder is not a folder: the checkpoint replaces the link;
+# but PATH.tmp is opened through it, so there it is refused.
+ln -s adir "$dir/l.ckpt.tmp" || exit 99
+script_expect "PATH.tmp a link to a folder" 1 "^train_fmnist: checkpoint \
+$dir/l.ckpt: $dir/l.ckpt.tmp is a folder, not a file$" 2 $prog $common \
+    --epochs 1 --checkpoint "$dir/l.ckpt"
 ln -s adir "$dir/link.ckpt" || exit 99
 script_launch "link to a folder" 2 $prog $common --epochs 1 \
     --checkpoint "$dir/link.ckpt" > "$dir/out"

@@ -71,13 +71,17 @@ for prog in "$tf $common --epochs 1" "examples/synthetic_benchmark \
         rc=1
     fi
 done
-HVD_DEVICE_EMULATE=yes script_launch "auto, HVD_DEVICE_EMULATE=yes" 1 $tf \
-    $common --epochs 1 --device auto > "$dir/out"
-grep -q "on cpu (--device auto)$" "$dir/out" || {
-    cat "$dir/out" >&2
-    echo "FAIL: auto, HVD_DEVICE_EMULATE=yes: not on the CPU" >&2
-    rc=1
-}
+for device in auto cpu; do
+    want="^done: "
+    test $device = auto && want="on cpu (--device auto)$"
+    HVD_DEVICE_EMULATE=yes script_launch "$device, HVD_DEVICE_EMULATE=yes" \
+        1 $tf $common --epochs 1 --device $device > "$dir/out"
+    grep -q "$want" "$dir/out" || {
+        cat "$dir/out" >&2
+        echo "FAIL: $device, HVD_DEVICE_EMULATE=yes: no \"$want\"" >&2
+        rc=1
+    }
+done
 
 # ---- the emulated device ----
 HVD_DEVICE_EMULATE=1
