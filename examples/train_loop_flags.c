@@ -158,9 +158,10 @@ static int parse_value(int opt, const char *val, train_loop_options_t *o)
         return 0;
     case OPT_DATA:
     case OPT_CHECKPOINT:
-        /* A flag where the path should be (`--checkpoint --resume`):
-         * getopt takes it as the value. */
-        if (!*val || strncmp(val, "--", 2) == 0)
+        /* A flag where the path should be (`--checkpoint --resume`, or
+         * `-h`): getopt takes it as the value. A name that starts with
+         * '-' is given as ./-name. */
+        if (!*val || *val == '-')
             return prog_bad_value(lo, opt, val, opt == OPT_DATA
                                                     ? "expected a directory"
                                                     : "expected a path");

@@ -128,6 +128,10 @@ fi
 script_expect "flag as path" 2 "^train_fmnist: invalid value '--resume' \
 for --checkpoint: expected a path" 2 $prog $common --epochs 1 --checkpoint \
     --resume
+script_expect "short flag as path" 2 "^train_fmnist: invalid value '-h' \
+for --checkpoint: expected a path" 2 $prog $common --epochs 1 --checkpoint -h
+script_expect "short flag as data" 2 "^train_fmnist: invalid value '-h' \
+for --data: expected a directory" 2 $prog --data -h --epochs 1
 
 # Images of another shape than 1x28x28.
 script_tiny_fmnist "$dir/idx8" 4 8
