@@ -3,20 +3,24 @@ under mpirun at any rank count, on CPU tensors, or with --cuda on the
 rank's GPU (scripts/gpu-check).
 
 Checks, each against values computed here: the calls refused before
-init; every collective for every dtype and op; async handles completed
-out of order and polled; names matched across ranks that submit in
-different orders; an empty tensor; on CUDA, a result synchronized on
-another stream than the one it was submitted on; grouped allreduce;
-allgather with first dimensions that differ; broadcast_object and
-allgather_object; mismatches (counts, dtypes, allgather shapes) raising
-on every rank, the engine working on after them; local errors
-(non-contiguous, unsupported dtype, bad op); the DistributedOptimizer
-(SGD with momentum and Adam: N ranks with B/N each equal one process
-with B; backward_passes_per_step; fp16 compression; synchronize +
-skip_synchronize; a channels_last model, which Horovod refuses);
-broadcast_optimizer_state restoring a resumed run bitwise; SyncBatchNorm against BatchNorm over
-the whole batch (output, running statistics, gradients); join with
-uneven batches; rank 0 shutting down while the others wait.
+init; every collective for every dtype and op (int8, int16 and bool
+through hvd's dtypes, integer averages and scale factors rounded as
+Horovod's); a name past hvd's 199 bytes; ranks whose tensors differ in
+layout (channels_last or not); grouped_allreduce's gradient and inputs;
+async handles completed out of order and polled; names matched across
+ranks that submit in different orders; an empty tensor; on CUDA, a
+result synchronized on another stream than the one it was submitted on;
+grouped allreduce; allgather with first dimensions that differ;
+broadcast_object and allgather_object; mismatches (counts, dtypes,
+allgather shapes) raising on every rank, the engine working on after
+them; local errors (non-contiguous, unsupported dtype, bad op); the
+DistributedOptimizer (SGD with momentum and Adam: N ranks with B/N each
+equal one process with B; backward_passes_per_step; fp16 compression;
+synchronize + skip_synchronize; a channels_last model, which Horovod
+refuses); broadcast_optimizer_state restoring a resumed run bitwise;
+SyncBatchNorm against BatchNorm over the whole batch (output, running
+statistics, gradients); join with uneven batches; rank 0 shutting down
+while the others wait.
 
 Prints "torch_api n=N: ok (K checks)" on rank 0 and exits 0, or prints
 each failure ("FAIL: ...") and exits 1 on every rank."""
@@ -68,7 +72,7 @@ def before_init():
 
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16,
-          torch.int32, torch.int64, torch.uint8]
+          torch.int32, torch.int64, torch.uint8, torch.int8, torch.int16]
 OPS = {hvd.Sum: sum, hvd.Min: min, hvd.Max: max, hvd.Product: math.prod}
 
 
@@ -108,9 +112,19 @@ def collectives():
             check(torch.allclose(scaled, 2.0 * avg * size, rtol=1e-2),
                   "allreduce %s pre/postscale" % dtype)
         else:
-            expect_raises(ValueError,
-                          lambda: hvd.allreduce(mine, op=hvd.Average),
-                          "Average of %s" % dtype)
+            # Horovod's: the sum scaled, rounded toward zero.
+            avg = torch.tensor([int(sum(c) / size) for c in columns],
+                               dtype=dtype)
+            got = hvd.allreduce(mine, op=hvd.Average).cpu()
+            check(torch.equal(got, avg), "allreduce %s Average: %s, want "
+                  "%s" % (dtype, got[:4].tolist(), avg[:4].tolist()))
+            scaled = hvd.allreduce(mine, op=hvd.Sum, prescale_factor=1.5,
+                                   postscale_factor=0.5).cpu()
+            want = torch.tensor([int(sum(int(1.5 * x) for x in c) * 0.5)
+                                 for c in columns], dtype=dtype)
+            check(torch.equal(scaled, want), "allreduce %s pre/postscale: "
+                  "%s, want %s" % (dtype, scaled[:4].tolist(),
+                                   want[:4].tolist()))
         root = size - 1
         b = values(rank, n, dtype) + rank
         want = values(root, n, dtype) + root
@@ -126,6 +140,25 @@ def collectives():
                           for r in range(size)])
         check(torch.equal(got.cpu(), want), "allgather %s: %s" %
               (dtype, got.tolist()))
+    # Bools: reduced as ints, or and and; moved as bytes.
+    bits = torch.tensor([(rank + i) % 2 == 0 for i in range(n)],
+                        device=DEVICE)
+    columns = [[(r + i) % 2 == 0 for r in range(size)] for i in range(n)]
+    for op, fold in ((hvd.Sum, any), (hvd.Max, any), (hvd.Min, all),
+                     (hvd.Product, all)):
+        got = hvd.allreduce(bits, op=op, name="bool.%d" % op)
+        check(got.dtype == torch.bool and got.tolist() ==
+              [fold(c) for c in columns], "allreduce bool op %d" % op)
+    got = hvd.broadcast(bits, size - 1, name="bcast.bool")
+    check(got.tolist() == [(size - 1 + i) % 2 == 0 for i in range(n)],
+          "broadcast bool")
+    got = hvd.allgather(bits[:rank + 1], name="gather.bool")
+    check(got.tolist() == [(r + i) % 2 == 0 for r in range(size)
+                           for i in range(r + 1)], "allgather bool")
+    # A name past hvd's 199 bytes, cut alike on every rank.
+    got = hvd.allreduce(torch.ones(2, device=DEVICE), op=hvd.Sum,
+                        name="layer." * 40 + "weight")
+    check(got.tolist() == [size, size], "a name of 246 bytes")
     # Averages of floats, and a multi-dimensional tensor's shape kept.
     x = torch.arange(12, dtype=torch.float32, device=DEVICE).view(3, 4)
     got = hvd.allreduce(x * (rank + 1))
@@ -168,6 +201,23 @@ def asynchronous():
     out = hvd.grouped_allreduce(group, op=hvd.Max, name="grouped")
     check(len(out) == 5 and all(bool((o == size - 1).all()) for o in out),
           "grouped_allreduce")
+    kept = [g.clone() for g in group]
+    out = hvd.grouped_allreduce(group, op=hvd.Sum, name="grouped.none",
+                                compression=hvd.Compression.none)
+    check(all(torch.equal(g, k) for g, k in zip(group, kept)) and
+          all(bool((o == sum(range(size))).all()) for o in out),
+          "grouped_allreduce through Compression.none: inputs kept")
+    # Gradients: reduced as the values were (Horovod's grouped function),
+    # and none on the asynchronous forms' results.
+    x = torch.ones(2, device=DEVICE, requires_grad=True)
+    hvd.grouped_allreduce([x], op=hvd.Sum, name="grouped.grad")[0] \
+        .sum().backward()
+    check(x.grad is not None and x.grad.tolist() == [size, size],
+          "grouped_allreduce's gradient: %s" % (x.grad,))
+    results = [hvd.synchronize(hvd.allreduce_async(x, name="async.grad")),
+               hvd.synchronize(hvd.broadcast_async(x, 0, name="bcast.grad"))]
+    check(not any(r.requires_grad for r in results),
+          "the asynchronous forms' results have no gradient")
     h = hvd.grouped_allreduce_async_(group, op=hvd.Min)
     check(hvd.synchronize(h)[0] is group[0] and all(
         bool((g == 0).all()) for g in group), "grouped_allreduce_async_")
@@ -237,15 +287,14 @@ def mismatches():
                   lambda: hvd.allreduce(torch.ones(4, 4, device=DEVICE).t()),
                   "non-contiguous", "not contiguous")
     expect_raises(TypeError,
-                  lambda: hvd.allreduce(torch.ones(4, dtype=torch.int16)),
-                  "int16", "unsupported dtype torch.int16")
+                  lambda: hvd.allreduce(torch.ones(4, dtype=torch.complex64)),
+                  "complex64", "unsupported dtype torch.complex64")
     expect_raises(ValueError, lambda: hvd.allreduce(torch.ones(4),
                                                     op=hvd.Adasum),
                   "Adasum", "Adasum")
     expect_raises(ValueError,
-                  lambda: hvd.allreduce(torch.ones(4, dtype=torch.int32),
-                                        op=hvd.Sum, prescale_factor=0.5),
-                  "a scale factor on ints", "floating-point")
+                  lambda: hvd.allreduce(torch.ones(4, dtype=torch.bool)),
+                  "Average of bools", "Average of a bool tensor")
 
 
 def model(seed, dtype=torch.float64):
@@ -398,6 +447,15 @@ def channels_last():
           "channels_last broadcast_")
     expect_raises(ValueError, lambda: hvd.allgather(t, name="cl.gather"),
                   "allgather of a channels_last tensor", "not contiguous")
+    # Ranks whose layouts differ: the elements still meet in one order.
+    mixed = (base + rank).to(DEVICE)
+    if rank % 2:
+        mixed = mixed.to(memory_format=cl)
+    out = hvd.allreduce(mixed, op=hvd.Sum, name="cl.mixed")
+    check(torch.equal(out, want), "allreduce of layouts that differ")
+    hvd.broadcast_(mixed, root_rank=size - 1, name="cl.mixed.bcast")
+    check(torch.equal(mixed, (base + size - 1).to(DEVICE)),
+          "broadcast_ of layouts that differ")
 
 
 def resume():

@@ -10,6 +10,7 @@ current stream will have written, and the result is ordered on that
 stream, so neither side waits for the other's queued work (hvd/hvd.h)."""
 
 import ctypes
+import hashlib
 import itertools
 
 import torch
@@ -23,10 +24,21 @@ _C_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
 _OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min",
              Max: "Max", Product: "Product"}
 
-# hvd_dtype_t of each dtype hvd reduces.
-_C_DTYPES = {torch.float32: 0, torch.float64: 1, torch.float16: 2,
-             torch.bfloat16: 3, torch.int32: 4, torch.int64: 5,
-             torch.uint8: 6}
+# The dtypes hvd.torch takes, by code: first hvd's own, whose code is
+# their hvd_dtype_t; then those hvd has no arithmetic for, reduced in
+# int32 (a sum or a product wraps on the way back as it would have in its
+# own dtype; bool's Sum and Max come back as or, Min and Product as and)
+# and moved by broadcast and allgather as hvd's dtype of their size (a
+# view, bit for bit); their codes only name them in allgather's exchange.
+_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16,
+           torch.int32, torch.int64, torch.uint8,
+           torch.int8, torch.int16, torch.bool]
+_CODES = {dtype: code for code, dtype in enumerate(_DTYPES)}
+_WIDER = {torch.int8: torch.int32, torch.int16: torch.int32,
+          torch.bool: torch.int32}
+_SAME_BYTES = {torch.int8: torch.uint8, torch.int16: torch.float16,
+               torch.bool: torch.uint8}
+_NAME_MAX = 199  # bytes of a name hvd takes (hvd/hvd.h)
 
 _STATUS_ARG = -1  # HVD_ERR_ARG: hvd refused a call's arguments
 
@@ -67,12 +79,19 @@ def _reduce_op(op, average, what):
 
 
 def _c_name(name, what):
+    """name for hvd; one longer than hvd takes (a deep module's parameter
+    names, with broadcast_parameters' prefix) is cut, and told apart from
+    others cut alike by a digest of the whole."""
     if name is None:
         return None
     if not isinstance(name, str):
         raise TypeError("%s: name must be a str, got %s" %
                         (what, type(name).__name__))
-    return name.encode()
+    encoded = name.encode()
+    if len(encoded) > _NAME_MAX:
+        digest = hashlib.sha1(encoded).hexdigest().encode()
+        encoded = encoded[:_NAME_MAX - len(digest) - 1] + b"#" + digest
+    return encoded
 
 
 # The memory formats besides torch's contiguous one that an elementwise
@@ -84,18 +103,18 @@ _ELEMENTWISE_FORMATS = {4: torch.channels_last, 5: torch.channels_last_3d}
 
 
 def _check_buffer(tensor, what, elementwise=True):
-    """hvd's dtype of tensor and, for a CUDA tensor, the stream to order
-    its collective on (torch's current one); raises for what hvd cannot
-    take (an allgather, not elementwise, concatenates rows: contiguous
-    only)."""
+    """hvd's dtype of tensor (of _DTYPES) and, for a CUDA tensor, the
+    stream to order its collective on (torch's current one); raises for
+    what hvd cannot take (an allgather, not elementwise, concatenates
+    rows: contiguous only)."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError("%s: expected a torch.Tensor, got %s" %
                         (what, type(tensor).__name__))
-    dtype = _C_DTYPES.get(tensor.dtype)
+    dtype = _CODES.get(tensor.dtype)
     if dtype is None:
         raise TypeError("%s: unsupported dtype %s (hvd takes %s)" %
                         (what, tensor.dtype,
-                         ", ".join(str(t) for t in _C_DTYPES)))
+                         ", ".join(str(t) for t in _DTYPES)))
     if tensor.layout != torch.strided:
         raise ValueError("%s: a %s tensor; hvd takes dense tensors" %
                          (what, tensor.layout))
@@ -125,6 +144,21 @@ def _check_buffer(tensor, what, elementwise=True):
     return dtype, torch.cuda.current_stream(tensor.device)
 
 
+def _as_hvd(tensor, reduced):
+    """tensor as hvd's call takes it: itself, a view in a dtype of its size
+    (_SAME_BYTES, moved only), or a copy in torch's contiguous layout
+    (channels_last: so that every rank's elements meet in one order,
+    whatever each rank's layout) and in a dtype hvd reduces (_WIDER).
+    Returns it and whether it is a copy (the result is copied back)."""
+    dtype = tensor.dtype
+    if reduced:
+        dtype = _WIDER.get(dtype, dtype)
+    if dtype == tensor.dtype and tensor.is_contiguous():
+        view = _SAME_BYTES.get(dtype)
+        return (tensor if view is None else tensor.view(view)), False
+    return tensor.to(dtype=dtype, memory_format=torch.contiguous_format), True
+
+
 def _c_stream(stream):
     """The cudaStream_t of a torch stream, for hvd's stream variants: the
     legacy default stream is NULL to PyTorch, cudaStreamLegacy (0x1) to
@@ -132,20 +166,19 @@ def _c_stream(stream):
     return stream.cuda_stream or 1
 
 
-def _start(what, tensor, submit, output, finish=None):
-    """Submits one in-place collective on tensor through
-    submit(ptr, dtype, stream, handle_ref) and returns its _Pending."""
-    _require_init()
-    dtype, stream = _check_buffer(tensor, what)
+def _start(buf, stream, submit, finish=None):
+    """Submits one in-place collective on buf (from _as_hvd, on the
+    stream _check_buffer gave) through submit(ptr, dtype, stream,
+    handle_ref) and returns its _Pending, which holds buf."""
     c_handle = ctypes.c_void_p()
-    status = submit(tensor.data_ptr(), dtype,
+    status = submit(buf.data_ptr(), _CODES[buf.dtype],
                     None if stream is None else _c_stream(stream),
                     ctypes.byref(c_handle))
     if status < 0:
         error = (ValueError if status == _STATUS_ARG
                  else _basics.HorovodInternalError)
         raise error(_error_text(status))
-    return _Pending(c_handle, stream, output, finish)
+    return _Pending(c_handle, stream, buf, finish)
 
 
 def _complete(entry):
@@ -168,34 +201,54 @@ def _complete(entry):
     return (entry.finish(output) if entry.finish else output), None
 
 
-def _check_scale(tensor, factor, what):
-    if factor != 1.0 and not tensor.is_floating_point():
-        raise ValueError("%s: a scale factor (%r) needs a floating-point "
-                         "tensor, not %s" % (what, factor, tensor.dtype))
+def _scale(tensor, factor, divisor=1):
+    """tensor times factor over divisor, in place; an integer tensor's
+    rounded toward zero once (Horovod scales integers too)."""
+    if tensor.is_floating_point():
+        tensor.mul_(factor / divisor)
+    else:
+        tensor.copy_(tensor.double().mul_(factor).div_(divisor))
 
 
 def _allreduce_pending(tensor, output, name, op, prescale, postscale, what):
-    """The allreduce of output in place, output holding tensor's values
-    (tensor itself for the in-place forms)."""
-    c_op = _C_OPS[op]
+    """The allreduce of tensor into output (tensor itself for the in-place
+    forms, None for a new tensor), through a buffer (_as_hvd) where hvd
+    cannot reduce tensor as it lies. Integers' Average is their Sum
+    divided after (toward zero), as hvd averages floats only."""
+    _require_init()
     c_name = _c_name(name, what)
-    _check_scale(tensor, prescale, what)
-    _check_scale(tensor, postscale, what)
-    if output is not tensor:
-        output.copy_(tensor)
-    if prescale != 1.0:
-        output.mul_(prescale)
+    _, stream = _check_buffer(tensor, what)
+    if op == Average and tensor.dtype == torch.bool:
+        raise ValueError("%s: Average of a bool tensor (Sum, Min or Max "
+                         "reduce them)" % what)
+    int_average = op == Average and not tensor.is_floating_point()
+    divisor = _basics.size() if int_average else 1
+    c_op = _C_OPS[Sum if int_average else op]
+    with torch.no_grad():
+        buf, copied = _as_hvd(tensor, True)
+        if not copied and output is None:
+            buf = torch.empty_like(tensor).copy_(tensor)
+        if prescale != 1.0:
+            _scale(buf, prescale)
 
     def submit(ptr, dtype, stream, handle):
         if stream is None:
-            return _lib.hvd_allreduce_async(ptr, ptr, output.numel(), dtype,
+            return _lib.hvd_allreduce_async(ptr, ptr, buf.numel(), dtype,
                                             c_op, c_name, handle)
-        return _lib.hvd_allreduce_async_stream(ptr, ptr, output.numel(),
-                                               dtype, c_op, c_name, stream,
-                                               handle)
+        return _lib.hvd_allreduce_async_stream(ptr, ptr, buf.numel(), dtype,
+                                               c_op, c_name, stream, handle)
 
-    finish = (lambda t: t.mul_(postscale)) if postscale != 1.0 else None
-    return _start(what, output, submit, output, finish)
+    def finish(result):
+        with torch.no_grad():
+            if postscale != 1.0 or int_average:
+                _scale(result, postscale, divisor)
+            if not copied:
+                return result
+            return (torch.empty_like(tensor) if output is None
+                    else output).copy_(result)
+
+    plain = not copied and postscale == 1.0 and not int_average
+    return _start(buf, stream, submit, None if plain else finish)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None,
@@ -210,12 +263,12 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
 
 def allreduce_async(tensor, average=None, name=None, op=None,
                     prescale_factor=1.0, postscale_factor=1.0):
-    """As allreduce_async_, into a new tensor; tensor is not changed."""
+    """As allreduce_async_, into a new tensor; tensor is not changed. The
+    result has no gradient (allreduce's has)."""
     op = _reduce_op(op, average, "allreduce_async")
-    _check_buffer(tensor, "allreduce_async")
-    return _register(_allreduce_pending(tensor, torch.empty_like(tensor),
-                                        name, op, prescale_factor,
-                                        postscale_factor, "allreduce_async"))
+    return _register(_allreduce_pending(tensor, None, name, op,
+                                        prescale_factor, postscale_factor,
+                                        "allreduce_async"))
 
 
 def allreduce_(tensor, average=None, name=None, op=None,
@@ -283,7 +336,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None,
                             prescale_factor=1.0, postscale_factor=1.0):
     op = _reduce_op(op, average, "grouped_allreduce_async")
     return _grouped(tensors, name, lambda t, n: _allreduce_pending(
-        t, torch.empty_like(t), n, op, prescale_factor, postscale_factor,
+        t, None, n, op, prescale_factor, postscale_factor,
         "grouped_allreduce_async"))
 
 
@@ -293,33 +346,66 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None,
         tensors, average, name, op, prescale_factor, postscale_factor))
 
 
+class _GroupedAllreduce(torch.autograd.Function):
+    """grouped_allreduce as a differentiable function (Horovod's
+    HorovodGroupedAllreduce): the gradients are reduced as a group too."""
+
+    @staticmethod
+    def forward(ctx, name, op, prescale, postscale, *tensors):
+        ctx.args = op, prescale, postscale
+        return tuple(synchronize(grouped_allreduce_async(
+            list(tensors), None, name, op, prescale, postscale)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        op, prescale, postscale = ctx.args
+        return (None, None, None, None) + tuple(synchronize(
+            grouped_allreduce_async([g.contiguous() for g in grads], None,
+                                    None, op, prescale, postscale)))
+
+
 def grouped_allreduce(tensors, average=None, name=None, compression=None,
                       op=None, prescale_factor=1.0, postscale_factor=1.0):
-    """The reductions of tensors, as new tensors (not differentiable)."""
+    """The reductions of tensors, as new tensors (through compression when
+    given); tensors are not changed."""
+    op = _reduce_op(op, average, "grouped_allreduce")
     if compression is None:
-        return synchronize(grouped_allreduce_async(
-            tensors, average, name, op, prescale_factor, postscale_factor))
+        return list(_GroupedAllreduce.apply(name, op, prescale_factor,
+                                            postscale_factor, *tensors))
     packed = [compression.compress(t) for t in tensors]
-    reduced = grouped_allreduce_([c for c, _ in packed], average, name, op,
-                                 prescale_factor, postscale_factor)
+    reduced = _GroupedAllreduce.apply(name, op, prescale_factor,
+                                      postscale_factor,
+                                      *[c for c, _ in packed])
     return [compression.decompress(t, ctx)
             for t, (_, ctx) in zip(reduced, packed)]
 
 
 def _broadcast_pending(tensor, output, root_rank, name, what):
+    """root_rank's tensor into output (tensor itself in place, None for a
+    new tensor), through a buffer (_as_hvd) where hvd cannot move tensor
+    as it lies."""
+    _require_init()
     c_name = _c_name(name, what)
-    if output is not tensor:
-        output.copy_(tensor)
+    _, stream = _check_buffer(tensor, what)
+    with torch.no_grad():
+        if output is None:
+            output = torch.empty_like(tensor).copy_(tensor)
+        buf, copied = _as_hvd(output, False)
 
     def submit(ptr, dtype, stream, handle):
         if stream is None:
-            return _lib.hvd_broadcast_async(ptr, output.numel(), dtype,
+            return _lib.hvd_broadcast_async(ptr, buf.numel(), dtype,
                                             root_rank, c_name, handle)
-        return _lib.hvd_broadcast_async_stream(ptr, output.numel(), dtype,
+        return _lib.hvd_broadcast_async_stream(ptr, buf.numel(), dtype,
                                                root_rank, c_name, stream,
                                                handle)
 
-    return _start(what, output, submit, output)
+    def finish(result):
+        with torch.no_grad():
+            return output.copy_(result) if copied else output
+
+    # The handle holds buf until synchronize: hvd writes there.
+    return _start(buf, stream, submit, None if buf is output else finish)
 
 
 def broadcast_async_(tensor, root_rank, name=None):
@@ -329,9 +415,8 @@ def broadcast_async_(tensor, root_rank, name=None):
 
 
 def broadcast_async(tensor, root_rank, name=None):
-    _check_buffer(tensor, "broadcast_async")
-    return _register(_broadcast_pending(tensor, torch.empty_like(tensor),
-                                        root_rank, name, "broadcast_async"))
+    return _register(_broadcast_pending(tensor, None, root_rank, name,
+                                        "broadcast_async"))
 
 
 def broadcast_(tensor, root_rank, name=None):
@@ -401,7 +486,7 @@ def _gathered_shapes(tensor, name, what):
                              "too many", _MAX_DIMS))
         if row[:2] != rows[0][:2] or shapes[r][1:] != shapes[0][1:]:
             kinds = ["rank %d: %s %s %s" % (
-                q, next(k for k, v in _C_DTYPES.items() if v == rows[q][0]),
+                q, _DTYPES[rows[q][0]],
                 "cuda" if rows[q][1] else "cpu", list(shapes[q]))
                 for q in range(len(rows))]
             raise _basics.HorovodInternalError(
@@ -414,18 +499,19 @@ def _allgather(tensor, name, what="allgather"):
     """The ranks' tensors concatenated along the first dimension (which
     may differ across ranks), and those first dimensions."""
     firsts = _gathered_shapes(tensor, name, what)
-    rest = tuple(tensor.shape[1:])
+    dtype, rest = tensor.dtype, tuple(tensor.shape[1:])
+    tensor = tensor.view(_SAME_BYTES.get(dtype, dtype))
     widest = max(firsts)
     if widest == min(firsts):
         out = tensor.new_empty((len(firsts) * widest,) + rest)
-        return _gather_fixed(tensor, out, name, what), firsts
+        return _gather_fixed(tensor, out, name, what).view(dtype), firsts
     # hvd's allgather takes equal counts: pad each rank's to the widest.
     padded = tensor.new_zeros((widest,) + rest)
     padded[:tensor.shape[0]] = tensor
     out = _gather_fixed(padded, padded.new_empty((len(firsts) * widest,) +
                                                  rest), name, what)
     parts = [out[r * widest:r * widest + n] for r, n in enumerate(firsts)]
-    return torch.cat(parts), firsts
+    return torch.cat(parts).view(dtype), firsts
 
 
 class _Allgather(torch.autograd.Function):
