@@ -72,7 +72,7 @@ const char *bench__op_label(ring_op_t op)
     return named_name(op_names, NELEMS(op_names), (int)op);
 }
 
-static int dtype_is_float(ring_dtype_t dtype)
+int bench__dtype_is_float(ring_dtype_t dtype)
 {
     return dtype == RING_FLOAT32 || dtype == RING_FLOAT64 ||
            dtype == RING_FLOAT16 || dtype == RING_BFLOAT16;
@@ -218,7 +218,12 @@ static int check_opts(const bench_opts_t *o, int impl_given, int compare)
                            o->device ? "runs on host buffers"
                                      : "runs on device buffers (-G)",
                            o->device ? "" : "out", bench__impl_names(o->device));
-    else if (o->op == RING_AVERAGE && !dtype_is_float(o->dtype))
+    else if (o->max_nbytes < ring_dtype_size(o->dtype))
+        return prog_refuse("-e/--maxbytes %zu is less than one %s element "
+                           "(%zu bytes): no size to run",
+                           o->max_nbytes, bench__dtype_label(o->dtype),
+                           ring_dtype_size(o->dtype));
+    else if (o->op == RING_AVERAGE && !bench__dtype_is_float(o->dtype))
         why = "-o avg needs a floating-point -d (float, double, half, "
               "bfloat16)";
     return why != NULL ? prog_refuse("%s", why) : 0;

@@ -42,6 +42,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,14 +86,19 @@ static double time_calls(const bench_t *b, const measurement_t *m,
     return (MPI_Wtime() - start_s) / b->opts.loop.iters;
 }
 
-/* Out of place, recvbuf starts as expected + 1 everywhere (all ones bytes
- * would read as -1, a value sums reach), so every element the call fails
- * to write counts as wrong. */
+/* Out of place, recvbuf starts as a value no result has, so every
+ * element the call fails to write counts as wrong: NaN for floats (equal
+ * to nothing; expected + 1 rounds back to expected in bfloat16 from 256,
+ * a product's value at 8 ranks), expected + 1 for integers (all ones
+ * bytes would read as -1, a value sums reach). */
 static void poison_recvbuf(const bench_t *b, size_t count)
 {
+    int is_float = bench__dtype_is_float(b->opts.dtype);
     for (size_t i = 0; i < count; i++)
         prog_value_store(b->recvbuf, i, b->opts.dtype,
-                    prog_value_load(b->expected, i, b->opts.dtype) + 1.0);
+                         is_float ? NAN
+                                  : prog_value_load(b->expected, i,
+                                                    b->opts.dtype) + 1.0);
 }
 
 /* One untimed call from fresh inputs; returns this rank's wrong elements.
@@ -413,16 +419,51 @@ static int whole_run_unsupported(const bench_t *b)
     return 1;
 }
 
-/* -G with no device: every rank sees the same ring_dev(), so all stop. */
-static int no_device(const bench_t *b)
+/* FNV-1a of the command line's arguments, each with its end. */
+static unsigned long long args_hash(int argc, char **argv)
 {
-    if (!b->opts.device || ring_dev() != NULL)
-        return 0;
-    if (b->rank == 0)
+    unsigned long long h = 14695981039346656037ull;
+    for (int i = 1; i < argc; i++)
+        for (const char *c = argv[i];; c++) {
+            h = (h ^ (unsigned char)*c) * 1099511628211ull;
+            if (*c == '\0') break;
+        }
+    return h;
+}
+
+/* Each rank parses its own command line (rc: bench__parse_options'), and
+ * under -G looks for its own device: the ranks agree before their first
+ * collective, where a rank that stopped alone (given other arguments by
+ * an MPMD launch or a wrapper; a node without a GPU) left the others
+ * waiting. Returns the exit status when they stop, else -1. */
+static int agree_to_start(const bench_t *b, int rc, int argc, char **argv)
+{
+    enum { REFUSED, HELP, NO_DEV, HAS_DEV, HASH, NOT_HASH, N };
+    int no_dev = rc == 0 && b->opts.device && ring_dev() == NULL;
+    unsigned long long h = args_hash(argc, argv), any[N] = {
+        [REFUSED] = rc < 0, [HELP] = rc > 0, [NO_DEV] = no_dev,
+        [HAS_DEV] = !no_dev, [HASH] = h, [NOT_HASH] = ~h};
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, any, N, MPI_UNSIGNED_LONG_LONG,
+                            MPI_MAX, MPI_COMM_WORLD));
+    if (any[HASH] != ~any[NOT_HASH]) { /* MAX != MIN */
+        if (b->rank == 0)
+            fprintf(stderr, "allreduce_perf: the ranks were given different "
+                    "arguments: every rank must run the same command\n");
+        return 2;
+    }
+    if (any[REFUSED] || any[HELP]) /* alike on every rank: rank 0 said */
+        return any[REFUSED] ? 2 : 0;
+    if (!any[NO_DEV])
+        return -1;
+    if (!any[HAS_DEV] && b->rank == 0)
         fprintf(stderr, "allreduce_perf: -G: no device: no GPU visible in "
                 "this CUDA build (or HVD_DEVICE_EMULATE for the emulated "
                 "one)\n");
-    return 1;
+    else if (any[HAS_DEV] && no_dev)
+        fprintf(stderr, "allreduce_perf: -G: rank %d has no device where "
+                "other ranks have one (no GPU visible to it, or no "
+                "HVD_DEVICE_EMULATE)\n", b->rank);
+    return 2;
 }
 
 int main(int argc, char **argv)
@@ -437,10 +478,11 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &b.nranks));
     bench_identify("allreduce_perf", b.rank);
 
-    int rc = bench__parse_options(argc, argv, &b.opts);
-    if (rc != 0 || no_device(&b)) {
+    int rc = agree_to_start(&b, bench__parse_options(argc, argv, &b.opts),
+                            argc, argv);
+    if (rc >= 0) {
         MPI_CHECK(MPI_Finalize());
-        return rc > 0 ? 0 : 2;
+        return rc;
     }
     b.elsize = ring_dtype_size(b.opts.dtype);
     make_shm(&b);

@@ -141,6 +141,7 @@ typedef struct {
 int bench__parse_options(int argc, char **argv, bench_opts_t *o);
 /* The name printed for a dtype or an op ("float", "avg"). */
 const char *bench__dtype_label(ring_dtype_t dtype);
+int bench__dtype_is_float(ring_dtype_t dtype);
 const char *bench__op_label(ring_op_t op);
 
 /* ---- allreduce_impls.c ---- */

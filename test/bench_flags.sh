@@ -8,7 +8,9 @@
 # scripts/test and install-deps with arguments, quickstart and
 # examples/slurm/ passing a bad flag to train_fmnist, compare_torch.sh
 # without what it needs, and the test scripts' bad input and environment;
-# each stops before any install. One run that is not a refusal:
+# each stops before any install. allreduce_perf at 2 ranks whose
+# arguments or devices differ: every rank stops. One run that is not a
+# refusal:
 # allreduce_perf -G --compare at np=2 on the emulated device, its columns
 # and its check.
 # Environment: as test/mpirun.sh (MPIRUN, abs_top_builddir), srcdir.
@@ -78,6 +80,8 @@ expect_refused "$a --compare runs ring, mpi, noreduce and shm: drop --impl" \
     $ar --compare --impl mpi
 expect_refused "$a -o avg needs a floating-point -d (float, double, half, \
 bfloat16)" $ar -o avg -d int32
+expect_refused "$a -e/--maxbytes 6 is less than one double element (8 \
+bytes): no size to run" $ar -b 6 -e 6 -d double
 expect_refused "$f '0' for -n/--iters: expected an integer >= 1" $fu -n 0
 expect_refused "$f 'maybe' for --fusion: expected on or off" \
     $fu --fusion maybe
@@ -144,6 +148,40 @@ if test "$cvd_set" = set; then
 else
     unset CUDA_VISIBLE_DEVICES
 fi
+# Ranks that disagree at the start (an MPMD launch or a wrapper; a node
+# without a GPU) all stop, before any collective, where the others waited
+# in one for the rank that stopped alone: 2 ranks, rank 1 through
+# $dir/rank1 with RANK1_ENV set and RANK1_ARGS added.
+cat > "$dir/rank1" << 'EOF'
+#!/bin/sh
+test "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-}}" = 1 || exec "$@"
+# shellcheck disable=SC2086 # RANK1_ARGS: words
+exec env $RANK1_ENV "$@" $RANK1_ARGS
+EOF
+chmod +x "$dir/rank1" || exit 99
+expect_apart() {
+    want=$1
+    shift
+    echo "2 $dir/rank1 ${abs_top_builddir:-.}/$ar -b 1K -e 1K -n 2 -w 1 $*" \
+        > "$dir/spec"
+    HVD_TEST_TIMEOUT=60 sh "${srcdir:-.}/test/mpirun.sh" "$dir/spec" \
+        > "$dir/out" 2>&1
+    status=$?
+    case $status in 77 | 99) cat "$dir/out" >&2; exit $status ;; esac
+    if test $status -ne 2 || ! grep -q -F -- "$want" "$dir/out"; then
+        cat "$dir/out" >&2
+        echo "FAIL: allreduce_perf, ranks apart ($RANK1_ENV $RANK1_ARGS):" \
+            "exited $status, want 2 and \"$want\"" >&2
+        rc=1
+    fi
+}
+export RANK1_ENV='' RANK1_ARGS='-d complex'
+expect_apart "allreduce_perf: the ranks were given different arguments: \
+every rank must run the same command"
+RANK1_ARGS='-n 3' expect_apart "the ranks were given different arguments"
+RANK1_ENV=HVD_DEVICE_EMULATE=0 RANK1_ARGS='' with HVD_DEVICE_EMULATE=1 \
+    expect_apart "allreduce_perf: -G: rank 1 has no device where other \
+ranks have one" -G
 expect_refused "allreduce_perf: --impl mpi runs on host buffers: with -G, \
 --impl takes staged, ipc, mpi_hostcopy or nccl" $ar -G --impl mpi
 expect_refused "allreduce_perf: --impl staged runs on device buffers (-G): \
