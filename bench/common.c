@@ -133,7 +133,7 @@ void bench_print_rank_map(MPI_Comm comm)
     MPI_CHECK(MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all,
                          (int)sizeof mine, MPI_BYTE, 0, comm));
     if (rank == 0) {
-        printf("# Using ranks (host memory)\n");
+        printf("# Using ranks\n");
         for (int r = 0; r < nranks; r++)
             printf("#  Rank %2d Local %2d Pid %7d on %10s\n", r,
                    all[r].local_rank, all[r].pid, all[r].host);
