@@ -1,11 +1,18 @@
 """hvd/torch/functions.py: starting and resuming training alike on every
 rank (Horovod's horovod.torch.functions): the root's parameters,
 optimizer state and any picklable object to every rank, and every
-rank's objects to all."""
+rank's objects to all. Objects are pickled with cloudpickle when it is
+installed (as Horovod does: lambdas and local classes too), else with
+pickle."""
 
 import pickle
 
 import torch
+
+try:
+    import cloudpickle as _pickler
+except ImportError:
+    _pickler = pickle
 
 import hvd as _basics
 from hvd.torch import mpi_ops
@@ -43,12 +50,44 @@ def broadcast_parameters(params, root_rank):
         _wait_all(handles)
 
 
+# An object travels as one status byte and then its pickle, or, from a
+# rank that could not pickle it, the error's text: every rank learns of
+# the failure from the collective it is waiting in, and raises.
+_PICKLED, _UNPICKLABLE = b"\0", b"\1"
+
+
+def _dumps(obj):
+    """(what obj travels as, None), or (the error's text as it travels,
+    the error) when obj cannot be pickled."""
+    try:
+        return _PICKLED + _pickler.dumps(obj), None
+    except Exception as e:  # pylint: disable=broad-except
+        return (_UNPICKLABLE + ("%s: %s" % (type(e).__name__, e)).encode(),
+                e)
+
+
+def _loads(data, what, error):
+    """Every rank's object of data (rank -> what it travelled as); raises
+    PicklingError, the same on every rank, naming the ranks that could
+    not pickle theirs (from error on such a rank)."""
+    failed = {r: d[1:].decode("utf-8", "replace") for r, d in data.items()
+              if d[:1] == _UNPICKLABLE}
+    if failed:
+        who = ("rank %d" % min(failed) if len(failed) == 1 else
+               "ranks " + ", ".join(str(r) for r in sorted(failed)))
+        raise pickle.PicklingError("%s: %s cannot pickle the object (%s)" % (
+            what, who, "; ".join("rank %d: %s" % item
+                                 for item in sorted(failed.items())))) \
+            from error
+    return {r: _pickler.loads(d[1:]) for r, d in data.items()}
+
+
 def broadcast_object(obj, root_rank=0, name=None):
     """root_rank's obj, pickled, on every rank (the root's own object on
     the root)."""
     prefix = "" if name is None else name + "."
     root = _basics.rank() == root_rank
-    data = pickle.dumps(obj) if root else b""
+    data, error = _dumps(obj) if root else (b"", None)
     length = torch.tensor([len(data)], dtype=torch.int64)
     mpi_ops.broadcast_(length, root_rank, None if name is None
                        else prefix + "length")
@@ -56,20 +95,23 @@ def broadcast_object(obj, root_rank=0, name=None):
                else torch.empty(int(length), dtype=torch.uint8))
     mpi_ops.broadcast_(payload, root_rank, None if name is None
                        else prefix + "data")
-    return obj if root else pickle.loads(payload.numpy().tobytes())
+    if root and error is None:
+        return obj
+    return _loads({root_rank: payload.numpy().tobytes()},
+                  "broadcast_object", error)[root_rank]
 
 
 def allgather_object(obj, name=None):
     """Every rank's obj, pickled, as a list in rank order."""
-    data = pickle.dumps(obj)
+    data, error = _dumps(obj)
     payload = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     out, lengths = mpi_ops._allgather(payload, name, "allgather_object")
-    objects, offset = [], 0
-    for length in lengths:
-        objects.append(pickle.loads(out[offset:offset + length].numpy()
-                                    .tobytes()))
+    parts, offset = {}, 0
+    for rank, length in enumerate(lengths):
+        parts[rank] = out[offset:offset + length].numpy().tobytes()
         offset += length
-    return objects
+    objects = _loads(parts, "allgather_object", error)
+    return [objects[r] for r in range(len(lengths))]
 
 
 def _make_state(optimizer):
