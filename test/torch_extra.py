@@ -5,7 +5,10 @@ Checks: broadcast_object and allgather_object of what only cloudpickle
 pickles (a lambda, a local class: carried when cloudpickle is there,
 else refused on every rank), and of what nothing pickles (a lock):
 every rank raises, naming the rank, instead of the others waiting
-forever, and the next call works.
+forever, and the next call works; the DistributedOptimizer on a model
+with a sparse gradient (nn.Embedding(sparse=True)), with and without
+sparse_as_dense: N ranks with B/N each equal one process with B, and the
+gradient stays sparse.
 
 Prints "torch_extra n=N: ok (K checks)" on rank 0 and exits 0, or prints
 each failure ("FAIL: ...") and exits 1 on every rank."""
@@ -92,9 +95,71 @@ def objects():
           "allgather_object after ones that failed")
 
 
+def embedding_model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.ModuleDict({
+        "emb": torch.nn.Embedding(20, 4, sparse=True),
+        "out": torch.nn.Linear(4, 2)}).double()
+
+
+def forward(net, x):
+    return net["out"](net["emb"](x).mean(1))
+
+
+def embedding_batch(step):
+    """The global batch of a step: 12 rows of 3 indices (some repeated
+    within and across ranks), the same on every rank."""
+    g = torch.Generator().manual_seed(2000 + step)
+    x = torch.randint(0, 20, (12, 3), generator=g)
+    y = torch.randn(12, 2, generator=g, dtype=torch.float64)
+    return x, y
+
+
+def shard(t):
+    per = t.shape[0] // hvd.size()
+    return t[hvd.rank() * per:(hvd.rank() + 1) * per]
+
+
+def sparse():
+    makers = {
+        "SGD": lambda p: torch.optim.SGD(p, lr=0.5),
+        "Adagrad": lambda p: torch.optim.Adagrad(p, lr=0.1),
+    }
+    for what, make in makers.items():
+        for as_dense in (False, True):
+            for passes in (1, 2):
+                case = "%s sparse_as_dense=%s passes=%d" % (what, as_dense,
+                                                            passes)
+                ref = embedding_model(1)
+                ref_opt = make(ref.parameters())
+                net = embedding_model(1)
+                opt = hvd.DistributedOptimizer(
+                    make(net.parameters()),
+                    named_parameters=net.named_parameters(),
+                    backward_passes_per_step=passes,
+                    sparse_as_dense=as_dense)
+                for step in range(3):
+                    x, y = embedding_batch(step)
+                    for m, o, xs, ys in ((ref, ref_opt, x, y),
+                                         (net, opt, shard(x), shard(y))):
+                        o.zero_grad()
+                        for xp, yp in zip(xs.chunk(passes),
+                                          ys.chunk(passes)):
+                            torch.nn.functional.mse_loss(
+                                forward(m, xp), yp).backward()
+                        o.step()
+                worst = max(float((p - q).abs().max()) for p, q in
+                            zip(net.parameters(), ref.parameters()))
+                check(worst <= 1e-10, "%s: N ranks with B/N vs one with B: "
+                      "parameters differ by %g" % (case, worst))
+                check(net["emb"].weight.grad.is_sparse,
+                      "%s: the embedding's gradient is no longer sparse"
+                      % case)
+
+
 def main():
     hvd.init()
-    for test in (objects,):
+    for test in (sparse, objects):
         try:
             test()
         except Exception:  # pylint: disable=broad-except

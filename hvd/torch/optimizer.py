@@ -5,7 +5,9 @@ of that optimizer's class, so state_dict, param_groups and schedulers
 work as before). A hook on each parameter's gradient accumulator starts
 the gradient's allreduce as soon as backward has made it final, so the
 engine reduces (and fuses) while backward goes on; step() waits for them
-and then takes the wrapped optimizer's step on the averaged gradients."""
+and then takes the wrapped optimizer's step on the averaged gradients.
+A sparse gradient (nn.Embedding(sparse=True)) is gathered instead, or
+with sparse_as_dense reduced as a dense one, as Horovod does."""
 
 import contextlib
 import warnings
@@ -22,9 +24,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     # subclass of the wrapped optimizer's class.
 
     def __init__(self, params, named_parameters, compression,
-                 backward_passes_per_step, op, gradient_predivide_factor):
+                 backward_passes_per_step, op, gradient_predivide_factor,
+                 sparse_as_dense):
         super(self.__class__, self).__init__(params)
         self._compression = compression
+        self._sparse_as_dense = sparse_as_dense
         self._passes = backward_passes_per_step
         self._op = op
         self._predivide = gradient_predivide_factor
@@ -92,7 +96,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return hook
 
     def _allreduce_grad_async(self, p):
-        compressed, ctx = self._compression.compress(p.grad)
+        grad = p.grad
+        if grad.is_sparse:
+            if not self._sparse_as_dense:
+                return self._sparse_allgather_async(p), (None, None)
+            grad = grad.to_dense()
+        compressed, ctx = self._compression.compress(grad)
         prescale = postscale = 1.0
         if self._op == mpi_ops.Average:
             # hvd divides by size() after the sum; the predivide factor
@@ -104,6 +113,27 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                           postscale_factor=postscale)
         return handle, (compressed, ctx)
 
+    def _sparse_allgather_async(self, p):
+        """Horovod's sparse_allreduce_async: every rank's indices and
+        values of p's sparse gradient gathered (ranks may hold different
+        counts) and made one sparse gradient (duplicates are summed where
+        it is used), its values divided by size() for Average. Not
+        compressed. Returns what gives it."""
+        grad, name = p.grad, self._names[p]
+        # allgather concatenates rows: an index per row, not per column.
+        indices = mpi_ops.allgather_async(grad._indices().t().contiguous(),
+                                          name=name + ".indices")
+        values = mpi_ops.allgather_async(grad._values(),
+                                         name=name + ".values")
+
+        def gathered():
+            everyone = mpi_ops.synchronize(values)
+            if self._op == mpi_ops.Average:
+                everyone = everyone / _basics.size()
+            return torch.sparse_coo_tensor(
+                mpi_ops.synchronize(indices).t(), everyone, grad.shape)
+        return gathered
+
     def set_backward_passes_per_step(self, passes):
         self._passes = passes
         for p in self._params:
@@ -113,7 +143,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Waits for every gradient's allreduce (starting those whose
         hook has not fired: unused parameters get zero gradients, as
         every rank must reduce every tensor) and writes the averages into
-        the gradients."""
+        the gradients; a sparse gradient stays sparse (Horovod's)."""
         if not self._hooks:  # one rank: nothing to average
             self._synchronized = True
             return
@@ -126,8 +156,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         first_error = None
         for p, (handle, (compressed, ctx)) in list(self._handles.items()):
             try:
-                reduced = mpi_ops.synchronize(handle)
-                if compressed is not p.grad:
+                reduced = (handle() if callable(handle)
+                           else mpi_ops.synchronize(handle))
+                if p.grad.is_sparse:
+                    reduced = self._compression.decompress(reduced, ctx)
+                    if not reduced.is_sparse:  # sparse_as_dense
+                        reduced = reduced.to_sparse(p.grad.sparse_dim())
+                    p.grad.zero_().add_(reduced)
+                elif compressed is not p.grad:
                     p.grad.copy_(self._compression.decompress(reduced, ctx))
             except Exception as e:  # pylint: disable=broad-except
                 first_error = first_error or e
@@ -181,13 +217,15 @@ def DistributedOptimizer(optimizer, named_parameters=None,
     hyperparameters, with gradients averaged (op=Average, or summed with
     op=Sum) across ranks before each step, through compression. With
     backward_passes_per_step k the gradients of k backward passes
-    accumulate locally and are reduced once, on the k-th. num_groups and
-    groups are taken and ignored (hvd fuses whatever is ready);
-    sparse_as_dense and process_set are not supported."""
+    accumulate locally and are reduced once, on the k-th. A sparse
+    gradient is gathered from every rank, or with sparse_as_dense made
+    dense and reduced as the others; it is sparse again after. num_groups
+    and groups are taken and ignored (hvd fuses whatever is ready);
+    process_set is not supported."""
     del num_groups, groups  # fusion is the engine's
-    if sparse_as_dense or process_set is not None:
-        raise ValueError("DistributedOptimizer: sparse_as_dense and "
-                         "process_set are not supported by hvd")
+    if process_set is not None:
+        raise ValueError("DistributedOptimizer: process_set is not "
+                         "supported by hvd")
     if op not in (mpi_ops.Average, mpi_ops.Sum):
         raise ValueError("DistributedOptimizer: op must be Average or Sum")
     if gradient_predivide_factor != 1.0 and op != mpi_ops.Average:
@@ -200,7 +238,8 @@ def DistributedOptimizer(optimizer, named_parameters=None,
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     distributed = cls(optimizer.param_groups, named_parameters, compression,
-                      backward_passes_per_step, op, gradient_predivide_factor)
+                      backward_passes_per_step, op, gradient_predivide_factor,
+                      sparse_as_dense)
     if optimizer.state:
         distributed.load_state_dict(optimizer.state_dict())
     return distributed
