@@ -77,7 +77,6 @@ def _load():
         "hvd_join": (c_int, []),
         "hvd_last_joined": (c_int, []),
         "ring_is_device_memory": (c_int, [ptr]),
-        "ring_dev": (ptr, []),
     }
     for name in ("rank", "size", "local_rank", "local_size", "cross_rank",
                  "cross_size"):
@@ -183,6 +182,8 @@ def nccl_built():
 
 
 def cuda_built():
-    """True when libhvd.so sees a device (a CUDA build on a machine with
-    a GPU, or the emulated device of the tests)."""
-    return bool(_lib.ring_dev())
+    """Whether libhvd.so was built with CUDA, GPU or not (Horovod's
+    answer: the build's). Such a build links the CUDA runtime, and a
+    lookup through the library searches what it links, not the process
+    (where PyTorch may have loaded its own)."""
+    return hasattr(_lib, "cudaRuntimeGetVersion")

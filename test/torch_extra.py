@@ -8,7 +8,9 @@ every rank raises, naming the rank, instead of the others waiting
 forever, and the next call works; the DistributedOptimizer on a model
 with a sparse gradient (nn.Embedding(sparse=True)), with and without
 sparse_as_dense: N ranks with B/N each equal one process with B, and the
-gradient stays sparse.
+gradient stays sparse; cuda_built() answers whether libhvd.so was built
+with CUDA (--cuda-built 0|1, the build's HVD_HAVE_CUDA), whatever device
+the process sees.
 
 Prints "torch_extra n=N: ok (K checks)" on rank 0 and exits 0, or prints
 each failure ("FAIL: ...") and exits 1 on every rank."""
@@ -157,9 +159,17 @@ def sparse():
                       % case)
 
 
+def cuda_built():
+    want = sys.argv[sys.argv.index("--cuda-built") + 1] == "1"
+    check(hvd.cuda_built() is want,
+          "cuda_built() is %r, the build's HVD_HAVE_CUDA says %r (device "
+          "emulated: %s)" % (hvd.cuda_built(), want,
+                             os.environ.get("HVD_DEVICE_EMULATE", "no")))
+
+
 def main():
     hvd.init()
-    for test in (sparse, objects):
+    for test in (cuda_built, sparse, objects):
         try:
             test()
         except Exception:  # pylint: disable=broad-except
