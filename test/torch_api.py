@@ -280,6 +280,15 @@ def mismatches():
                       lambda: hvd.allgather(torch.ones(shape, device=DEVICE),
                                             name="bad.gather"),
                       "allgather shapes that differ", "ranks disagree")
+        # One rank's tensor refused before the shape exchange: the others
+        # raise too, where they waited in it.
+        odd = torch.ones(2, 3, dtype=torch.complex64 if rank == 0
+                         else torch.float32, device=DEVICE)
+        expect_raises((TypeError, hvd.HorovodInternalError),
+                      lambda: hvd.allgather(odd, name="bad.gather.dtype"),
+                      "allgather refused on rank 0",
+                      "unsupported dtype" if rank == 0
+                      else "rank 0 could not take its tensor")
         # The engine goes on.
         check(bool((hvd.allreduce(torch.ones(3, device=DEVICE), op=hvd.Sum)
                     == size).all()), "an allreduce after the mismatches")

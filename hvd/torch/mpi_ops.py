@@ -463,23 +463,33 @@ def _gather_fixed(tensor, output, name, what):
 
 def _gathered_shapes(tensor, name, what):
     """Every rank's (dtype code, device type, shape) of its tensor; raises
-    on every rank alike when they cannot be gathered together."""
-    dtype, _ = _check_buffer(tensor, what, elementwise=False)
-    if not 1 <= tensor.dim() <= _MAX_DIMS:
-        ndim = -1
-    else:
-        ndim = tensor.dim()
+    on every rank alike when they cannot be gathered together, a rank
+    that cannot take its tensor included (ndim -2: the others raise
+    HorovodInternalError naming it, where they waited in the exchange)."""
     meta = torch.zeros(3 + _MAX_DIMS, dtype=torch.int64)
-    meta[0], meta[1], meta[2] = dtype, int(tensor.is_cuda), ndim
-    if ndim > 0:
-        meta[3:3 + ndim] = torch.tensor(tensor.shape, dtype=torch.int64)
+    try:
+        dtype, _ = _check_buffer(tensor, what, elementwise=False)
+    except (TypeError, ValueError, RuntimeError) as e:
+        refused, meta[2] = e, -2
+    else:
+        refused, ndim = None, tensor.dim()
+        meta[0], meta[1] = dtype, int(tensor.is_cuda)
+        meta[2] = ndim if 1 <= ndim <= _MAX_DIMS else -1
+        if meta[2] > 0:
+            meta[3:3 + ndim] = torch.tensor(tensor.shape, dtype=torch.int64)
     everyone = torch.empty(_basics.size() * meta.numel(), dtype=torch.int64)
     _gather_fixed(meta, everyone, None if name is None else name + ".shape",
                   what)
     rows = everyone.view(_basics.size(), -1).tolist()
+    if refused is not None:
+        raise refused
     shapes = [tuple(row[3:3 + row[2]]) if row[2] > 0 else None
               for row in rows]
     for r, row in enumerate(rows):
+        if row[2] == -2:
+            raise _basics.HorovodInternalError(
+                "%s: rank %d could not take its tensor (its error says "
+                "why)" % (what, r))
         if row[2] < 0:
             raise ValueError("%s: rank %d gave a tensor of %s dimensions; "
                              "allgather takes 1 to %d" % (what, r, "0 or "
