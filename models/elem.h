@@ -51,12 +51,21 @@ MODEL__HD float model__dropout_mask(uint64_t state, uint64_t i, float p,
 
 /* ---- element-wise layers ---- */
 
-MODEL__HD float model__relu(float x) { return x > 0.0f ? x : 0.0f; }
+/* NaN passes ReLU and wins a max-pool's window, as in PyTorch: a model
+ * gone to NaN shows a NaN loss, not a finite one stuck at chance. */
+MODEL__HD float model__relu(float x) { return !(x <= 0.0f) ? x : 0.0f; }
 
-/* From the forward's output y: the gradient passes where y > 0. */
+/* From the forward's output y: the gradient passes where y > 0 or NaN. */
 MODEL__HD float model__relu_grad(float y, float dy)
 {
-    return y > 0.0f ? dy : 0.0f;
+    return !(y <= 0.0f) ? dy : 0.0f;
+}
+
+/* Whether a max-pool's candidate takes the window from the best so far:
+ * larger, or NaN (PyTorch's rule: the window's last NaN wins). */
+MODEL__HD int model__pool_beats(float cand, float best)
+{
+    return cand > best || cand != cand;
 }
 
 /* ---- softmax cross-entropy of one sample ----

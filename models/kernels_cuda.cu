@@ -200,7 +200,7 @@ struct maxpool_forward_op {
         for (int ki = 0; ki < s.k; ki++)
             for (int kj = 0; kj < s.k; kj++) {
                 int32_t idx = corner + ki * s.in_w + kj;
-                if (xp[idx] > best) {
+                if (model__pool_beats(xp[idx], best)) {
                     best = xp[idx];
                     best_idx = idx;
                 }

@@ -309,7 +309,8 @@ static inline void pool2x2_four(const float *top, const float *below,
     model__v4f best = cand[0];
     model__v4i best_idx = idx;
     for (int t = 1; t < 4; t++) {
-        model__v4i win = cand[t] > best;
+        /* model__pool_beats, four at a time */
+        model__v4i win = (cand[t] > best) | (cand[t] != cand[t]);
         best = (model__v4f)(((model__v4i)cand[t] & win) |
                             ((model__v4i)best & ~win));
         best_idx = ((idx + step[t]) & win) | (best_idx & ~win);
@@ -347,7 +348,7 @@ void model__maxpool_forward(const model__conv_shape_t *s, const float *x,
                     int32_t idx[3] = {corner + 1, corner + s->in_w,
                                       corner + s->in_w + 1};
                     for (int t = 0; t < 3; t++)
-                        if (xp[idx[t]] > best) {
+                        if (model__pool_beats(xp[idx[t]], best)) {
                             best = xp[idx[t]];
                             best_idx = idx[t];
                         }
@@ -355,7 +356,7 @@ void model__maxpool_forward(const model__conv_shape_t *s, const float *x,
                     for (int ki = 0; ki < s->k; ki++)
                         for (int kj = 0; kj < s->k; kj++) {
                             int32_t idx = corner + ki * s->in_w + kj;
-                            if (xp[idx] > best) {
+                            if (model__pool_beats(xp[idx], best)) {
                                 best = xp[idx];
                                 best_idx = idx;
                             }

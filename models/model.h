@@ -335,7 +335,9 @@ int model_sgd_init_model(model_sgd_t *opt, const model_t *m, float lr,
                          float momentum, float weight_decay, int nesterov);
 void model_sgd_free(model_sgd_t *opt);
 
-/* One step of params (count) from grads (count), with opt->lr. */
+/* One step of params (count) from grads (count), with opt->lr;
+ * MODEL_ERR_STATE for an optimizer never made, freed, or whose init
+ * failed. */
 int model_sgd_step(model_sgd_t *opt, float *params, const float *grads);
 /* The same step for elements [first, first + n) only, for a sharded step:
  * grad_to_param holds their gradients and receives their new values;

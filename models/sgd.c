@@ -73,7 +73,8 @@ static void model__sgd_range(model_sgd_t *opt, size_t first, const float *p,
 int model_sgd_step(model_sgd_t *opt, float *params, const float *grads)
 {
     if (!opt || (opt->count && (!params || !grads))) return MODEL_ERR_ARG;
-    if (opt->momentum > 0 && opt->count && !opt->velocity)
+    /* Zeroed, freed, or its init failed (which zeroes it). */
+    if (!opt->backend || (opt->momentum > 0 && opt->count && !opt->velocity))
         return MODEL_ERR_STATE;
     model__sgd_range(opt, 0, params, grads, params, opt->count);
     return MODEL_OK;

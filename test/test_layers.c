@@ -363,6 +363,15 @@ static void test_relu(void)
     check_grad(&c, "relu dx", c.x, 64, dx);
     free(x), free(dy);
     case_free(&c);
+    /* NaN passes, forward and back, as in PyTorch (-0 and 0 do not). */
+    float in[4] = {NAN, -0.0f, 0.0f, -1.0f}, out[4], g[4] = {1, 1, 1, 1};
+    float dg[4];
+    model__relu_forward(in, out, 4);
+    model__relu_backward(out, g, dg, 4);
+    if (!isnan(out[0]) || dg[0] != 1.0f || out[1] != 0.0f || signbit(out[1])
+        || dg[1] != 0.0f || dg[2] != 0.0f || out[3] != 0.0f || dg[3] != 0.0f)
+        TEST_FAIL("relu of NaN, -0, 0, -1: %g %g %g %g, dx %g %g %g %g",
+                  out[0], out[1], out[2], out[3], dg[0], dg[1], dg[2], dg[3]);
 }
 
 static void test_maxpool(int batch, int ch, int h, int w, int k, int stride)
@@ -392,17 +401,19 @@ static void test_maxpool(int batch, int ch, int h, int w, int k, int stride)
     case_free(&c);
 }
 
-/* The documented choice among equals and NaNs: the window's elements are
- * visited row by row from its first, and a later one wins only when it is
- * greater; y is the winner, bit for bit (so -0 and NaN stay themselves).
- * Values from a few of each kind, so ties are common. Widths cover the
- * 2x2 window's four-at-a-time path and the odd outputs left after it. */
-static void test_maxpool_ties(int h, int w)
+/* The documented choice among equals and NaNs, PyTorch's: the window's
+ * elements are visited row by row from its first, and a later one wins
+ * when it is greater or NaN (a model gone to NaN shows it); y is the
+ * winner, bit for bit (so -0 and NaN stay themselves). Values from a few
+ * of each kind, so ties are common. Widths cover the 2x2 window's
+ * four-at-a-time path and the odd outputs left after it; k 3 the loop
+ * over any window. */
+static void test_maxpool_ties(int h, int w, int k)
 {
     const float kinds[] = {NAN, -INFINITY, -0.0f, 0.0f, 1.0f, 2.0f};
     model__conv_shape_t s = {.in_c = 3, .in_h = h, .in_w = w, .out_c = 3,
-                             .k = 2, .stride = 2, .out_h = h / 2,
-                             .out_w = w / 2};
+                             .k = k, .stride = 2, .out_h = (h - k) / 2 + 1,
+                             .out_w = (w - k) / 2 + 1};
     size_t plane = (size_t)h * w, oplane = (size_t)s.out_h * s.out_w;
     float *x = malloc(3 * plane * sizeof *x), *y = malloc(3 * oplane * 4);
     int32_t *argmax = malloc(3 * oplane * sizeof *argmax);
@@ -413,10 +424,10 @@ static void test_maxpool_ties(int h, int w)
             for (int ox = 0; ox < s.out_w; ox++) {
                 const float *xp = x + c * plane;
                 int32_t corner = 2 * oy * w + 2 * ox, best = corner;
-                int32_t order[4] = {corner, corner + 1, corner + w,
-                                    corner + w + 1};
-                for (int t = 1; t < 4; t++)
-                    if (xp[order[t]] > xp[best]) best = order[t];
+                for (int t = 1; t < k * k; t++) {
+                    int32_t at = corner + t / k * w + t % k;
+                    if (xp[at] > xp[best] || isnan(xp[at])) best = at;
+                }
                 size_t o = c * oplane + (size_t)oy * s.out_w + ox;
                 if (argmax[o] != best || memcmp(&y[o], &xp[best], 4)) {
                     TEST_FAIL("maxpool %dx%d plane %zu (%d, %d): argmax %d "
@@ -529,9 +540,10 @@ int main(void)
     test_maxpool(2, 3, 6, 6, 2, 2);
     test_maxpool(1, 2, 7, 7, 3, 2); /* overlapping windows */
     test_maxpool(2, 3, 28, 28, 2, 2); /* the cnn's, four at a time */
-    test_maxpool_ties(28, 28);
-    test_maxpool_ties(14, 14);
-    test_maxpool_ties(9, 23); /* odd: the last row and column unused */
+    test_maxpool_ties(28, 28, 2);
+    test_maxpool_ties(14, 14, 2);
+    test_maxpool_ties(9, 23, 2); /* odd: the last row and column unused */
+    test_maxpool_ties(9, 11, 3);
     test_dropout();
     test_xent();
     if (!test_failures) printf("layers ok\n");

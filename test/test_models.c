@@ -375,6 +375,29 @@ static void test_sgd(void)
     TEST_EQ(model_sgd_init(&opt, 4, 0.1f, 0.9f, 0, 0), MODEL_OK);
     TEST_TRUE(opt.velocity && opt.velocity[3] == 0);
     model_sgd_free(&opt);
+    /* No optimizer to step: freed, never made, its init refused. */
+    float p[1] = {1}, g[1] = {1};
+    TEST_EQ(model_sgd_step(&opt, p, g), MODEL_ERR_STATE);
+    memset(&opt, 0, sizeof opt);
+    TEST_EQ(model_sgd_step(&opt, p, g), MODEL_ERR_STATE);
+    TEST_EQ(model_sgd_init(&opt, 0, -1.0f, 0, 0, 0), MODEL_ERR_ARG);
+    TEST_EQ(model_sgd_step(&opt, p, g), MODEL_ERR_STATE);
+    TEST_TRUE(p[0] == 1);
+}
+
+/* A NaN input shows in the loss, as in PyTorch: ReLU and max-pool pass
+ * it (they hid it: a finite loss, with NaN gradients spreading). */
+static void test_nan_shows(const char *kind)
+{
+    enum { B = 2 };
+    model_t m;
+    float x[784 * B] = {0}, loss = 0;
+    int y[B] = {3, 7};
+    x[14 * 28 + 14] = NAN; /* the middle pixel of the first image */
+    TEST_EQ(model_init(&m, kind, B, 5), MODEL_OK);
+    loss = batch_loss(&m, x, y, B);
+    if (!isnan(loss)) TEST_FAIL("%s: loss %g with a NaN pixel", kind, loss);
+    model_free(&m);
 }
 
 /* model_sgd_step_range over pieces gives bitwise what model_sgd_step gives
@@ -524,6 +547,8 @@ int main(void)
     test_sgd_range();
     test_warmup();
     test_cosine();
+    test_nan_shows("mlp");
+    test_nan_shows("cnn");
     test_training("mlp", 30);
     test_training("cnn", 30);
     if (!test_failures) printf("models ok\n");
