@@ -162,14 +162,17 @@ int hvd_init(int *argc, char ***argv)
         hvd__log(HVD__LOG_ERROR, "hvd_init: already initialised");
         return HVD_ERR_STATE;
     }
-    status = hvd__config_read(&hvd__engine.config);
-    if (status != HVD_OK) return status;
-    /* ring's own variables too, which would otherwise fail the first
-     * collective and, with it, the engine. */
-    if (ring_check_env() != RING_OK) return HVD_ERR_ARG;
+    /* The variables are read before MPI starts, ring's own too (which
+     * would otherwise fail the first collective and, with it, the
+     * engine), and their verdict agreed once it is up: a rank that
+     * returned alone, before MPI_Init, left the others waiting in it
+     * (srun does not end a step when one task exits). */
+    int read = hvd__config_read(&hvd__engine.config);
+    if (read == HVD_OK && ring_check_env() != RING_OK) read = HVD_ERR_ARG;
     status = hvd__start_mpi(argc, argv);
     if (status != HVD_OK) return status;
-    status = hvd__agree(hvd__setup());
+    status = hvd__agree(read);
+    if (status == HVD_OK) status = hvd__agree(hvd__setup());
     if (status == HVD_OK) hvd__engine.device = hvd__current_device();
     if (status == HVD_OK) status = hvd__engine_start();
     if (status != HVD_OK) goto err_free_setup;

@@ -1,7 +1,8 @@
 /* test/test_hvd_init.c: hvd inside a program that started MPI itself
  * (test/hvd_init_np*.mpi). hvd_init(NULL, NULL) uses the running MPI, a
  * second hvd_init fails with HVD_ERR_STATE, one that fails on rank 0 only
- * (an unwritable HVD_TIMELINE) fails on every rank and can be retried, and
+ * (an unwritable HVD_TIMELINE), or on the last rank only (a variable it
+ * cannot read), fails on every rank and can be retried, and
  * hvd_shutdown finishes the requests still in flight and leaves MPI up for
  * the program to finalise (test_hvd covers the case where hvd_init starts
  * MPI and hvd_shutdown ends it); after MPI_Finalize, hvd_init refuses with
@@ -63,6 +64,14 @@ int main(int argc, char **argv)
     TEST_EQ(hvd_init(NULL, NULL), HVD_ERR_ARG);
     TEST_EQ(hvd_rank(), HVD_ERR_STATE);
     unsetenv("HVD_TIMELINE");
+    /* A variable the last rank alone cannot read: every rank fails (the
+     * last one returned before the others' setup, which waited for it),
+     * and hvd is as it was. (ring's variables are read once a process,
+     * here already: test_env has theirs.) */
+    if (rank == size - 1) setenv("HVD_FUSION_THRESHOLD", "12Q", 1);
+    TEST_EQ(hvd_init(NULL, NULL), HVD_ERR_ARG);
+    TEST_EQ(hvd_rank(), HVD_ERR_STATE);
+    unsetenv("HVD_FUSION_THRESHOLD");
 
     TEST_EQ(hvd_init(NULL, NULL), HVD_OK);
     TEST_EQ(hvd_init(&argc, &argv), HVD_ERR_STATE);
