@@ -250,7 +250,8 @@ def main(argv=None):
     set_threads()
     hvd.init()
     if args.cuda:
-        torch.cuda.set_device(hvd.local_rank())
+        # hvd's GPU (train_fmnist.py says why the modulo)
+        torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
         torch.backends.cudnn.benchmark = True
     device = torch.device("cuda" if args.cuda else "cpu")
 

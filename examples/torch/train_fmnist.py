@@ -5,7 +5,8 @@ plain PyTorch script on hvd.torch, written in Horovod's documented style.
 An mlp (784-256-128-10) or cnn (two conv5x5 + maxpool, FC 128, FC 10) on
 Fashion-MNIST, data-parallel over the ranks of mpirun:
 
-  - hvd.init(); on cuda torch.cuda.set_device(hvd.local_rank());
+  - hvd.init(); on cuda torch.cuda.set_device(hvd.local_rank() %
+    torch.cuda.device_count()), the GPU hvd chose;
   - each rank reads its part of the training set through a
     DistributedSampler(num_replicas=hvd.size(), rank=hvd.rank()),
     reshuffled every epoch (set_epoch) from --seed;
@@ -237,7 +238,9 @@ def main(argv=None):
     hvd.init()
     torch.manual_seed(args.seed)
     if args.device == "cuda":
-        torch.cuda.set_device(hvd.local_rank())
+        # hvd's GPU: local rank modulo those visible (one, under srun's
+        # --gpus-per-task, where local_rank() alone was no device).
+        torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
         torch.cuda.manual_seed(args.seed)
     device = torch.device(args.device)
 

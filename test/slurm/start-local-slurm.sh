@@ -143,6 +143,11 @@ write_conf() {
     cat > "$conf" << EOF
 # Written by test/slurm/start-local-slurm.sh: one node, this host.
 ClusterName=hvdlocal
+# Job numbers of this cluster's own, from its port: Open MPI names a
+# step's shared-memory files after its job and step numbers, so two
+# clusters on one host, both from job 1, opened each other's (vader
+# segments; both steps died of SIGSEGV).
+FirstJobId=$((port * 1000))
 SlurmctldHost=$node(127.0.0.1)
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
