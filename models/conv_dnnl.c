@@ -16,13 +16,16 @@
  * model's NCHW memory, the layout the primitive chose, and a reorder
  * between them when they differ. Plans are made on first use, in a small
  * table replaced round-robin when full; a model needs a few (its conv
- * layers times its batch sizes). One engine and stream per process, one
- * thread (model_setup_cpu's, as OpenBLAS's).
+ * layers times its batch sizes). One engine and stream per process, and
+ * models of several threads take turns at them (a lock): the plans and
+ * their ports' data handles are the process's, and two models trained
+ * at once in two threads ran on each other's data.
  *
  * The results differ from im2col's by float rounding (another order of
  * the sums); each call is deterministic, so a run and its resume, and
  * every rank, agree bit for bit.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,9 +288,10 @@ static int run(plan_t *p, dnnl_primitive_t prim, const use_t *uses, int n)
     return MODEL_OK;
 }
 
-int model__dnnl_conv2d_forward(const model__conv_shape_t *s, const float *x,
-                               const float *w, const float *b, float *y,
-                               int batch)
+static pthread_mutex_t dn_turn = PTHREAD_MUTEX_INITIALIZER;
+
+static int conv_forward(const model__conv_shape_t *s, const float *x,
+                        const float *w, const float *b, float *y, int batch)
 {
     plan_t *p = plan_get(s, batch);
     if (!p) return MODEL_ERR_STATE;
@@ -298,10 +302,20 @@ int model__dnnl_conv2d_forward(const model__conv_shape_t *s, const float *x,
     return run(p, p->fwd, uses, 4);
 }
 
-int model__dnnl_conv2d_backward(const model__conv_shape_t *s, const float *x,
-                                const float *w, const float *dy, float *dx,
-                                float *dw, float *db, int batch, float *scratch,
-                                int accumulate)
+int model__dnnl_conv2d_forward(const model__conv_shape_t *s, const float *x,
+                               const float *w, const float *b, float *y,
+                               int batch)
+{
+    pthread_mutex_lock(&dn_turn);
+    int rc = conv_forward(s, x, w, b, y, batch);
+    pthread_mutex_unlock(&dn_turn);
+    return rc;
+}
+
+static int conv_backward(const model__conv_shape_t *s, const float *x,
+                         const float *w, const float *dy, float *dx,
+                         float *dw, float *db, int batch, float *scratch,
+                         int accumulate)
 {
     plan_t *p = plan_get(s, batch);
     if (!p) return MODEL_ERR_STATE;
@@ -325,6 +339,18 @@ int model__dnnl_conv2d_backward(const model__conv_shape_t *s, const float *x,
     for (size_t i = 0; i < nw; i++) dw[i] += to_w[i];
     for (int i = 0; i < s->out_c; i++) db[i] += to_b[i];
     return MODEL_OK;
+}
+
+int model__dnnl_conv2d_backward(const model__conv_shape_t *s, const float *x,
+                                const float *w, const float *dy, float *dx,
+                                float *dw, float *db, int batch, float *scratch,
+                                int accumulate)
+{
+    pthread_mutex_lock(&dn_turn);
+    int rc = conv_backward(s, x, w, dy, dx, dw, db, batch, scratch,
+                           accumulate);
+    pthread_mutex_unlock(&dn_turn);
+    return rc;
 }
 #else
 /* A build without oneDNN: no layer is taken, so nothing else is called. */

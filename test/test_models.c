@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "models/model.h"
@@ -504,6 +505,59 @@ static void test_training(const char *kind, int steps)
     free(x);
 }
 
+/* A cnn's gradients, worked out again and again in a thread of its own
+ * beside another's: each time bitwise what its thread alone made first
+ * (the convolutions' oneDNN plans are the process's: two models at once
+ * ran on each other's data). */
+typedef struct {
+    const char *kind;
+    int seed, wrong;
+} grads_job_t;
+
+static void *grads_again(void *arg)
+{
+    enum { B = 8, TIMES = 150 };
+    grads_job_t *job = arg;
+    model_t m;
+    float *x = malloc(sizeof(float) * 784 * B), *first = NULL;
+    int y[B];
+    for (int i = 0; i < 784 * B; i++) x[i] = (float)((i * 7 + job->seed) % 13);
+    for (int n = 0; n < B; n++) y[n] = (n + job->seed) % 10;
+    if (model_init(&m, job->kind, B, job->seed) != MODEL_OK) {
+        job->wrong = -1;
+        free(x);
+        return NULL;
+    }
+    first = malloc(m.param_count * sizeof *first);
+    for (int t = 0; t < TIMES; t++) {
+        batch_loss(&m, x, y, B);
+        model_backward(&m, NULL, NULL);
+        if (t == 0)
+            memcpy(first, m.grad_slab, m.param_count * sizeof *first);
+        else
+            job->wrong +=
+                memcmp(first, m.grad_slab, m.param_count * sizeof *first) != 0;
+    }
+    free(first);
+    free(x);
+    model_free(&m);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    grads_job_t jobs[2] = {{"cnn", 5, 0}, {"cnn", 6, 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        TEST_EQ(pthread_create(&t[i], NULL, grads_again, &jobs[i]), 0);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 2; i++)
+        if (jobs[i].wrong)
+            TEST_FAIL("cnn seed %d beside another thread's: %d of 149 "
+                      "gradients differ from its first", jobs[i].seed,
+                      jobs[i].wrong);
+}
+
 /* A denormal survives arithmetic until model_flush_denormals, then reads
  * and results below FLT_MIN are zero. */
 static void test_flush_denormals(void)
@@ -547,6 +601,7 @@ int main(void)
     test_sgd_range();
     test_warmup();
     test_cosine();
+    test_threads();
     test_nan_shows("mlp");
     test_nan_shows("cnn");
     test_training("mlp", 30);
