@@ -29,6 +29,7 @@
  * Not here: timed algorithm search (cudnnFind*), NHWC, half precision,
  * fused convolution + bias + ReLU.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -444,12 +445,16 @@ static int plan_get(const model__conv_shape_t *s, int batch,
     return rc;
 }
 
-/* ---- the entries ---- */
+/* ---- the entries ----
+ * Models of several threads take turns (a lock), as at oneDNN's
+ * (models/conv_dnnl.c): the plans are the process's, and one thread's
+ * new plan may take the slot of the one another is using. */
 
-int model__cudnn_conv2d_forward(const model__conv_shape_t *s, const float *x,
-                                const float *w, const float *b, float *y,
-                                int batch, void *scratch,
-                                size_t scratch_nbytes, int tf32)
+static pthread_mutex_t turn = PTHREAD_MUTEX_INITIALIZER;
+
+static int conv_forward(const model__conv_shape_t *s, const float *x,
+                        const float *w, const float *b, float *y, int batch,
+                        void *scratch, size_t scratch_nbytes, int tf32)
 {
     plan_t *p;
     int rc = plan_get(s, batch, scratch_nbytes, tf32, &p);
@@ -464,12 +469,22 @@ int model__cudnn_conv2d_forward(const model__conv_shape_t *s, const float *x,
     return rc;
 }
 
-int model__cudnn_conv2d_backward(const model__conv_shape_t *s,
-                                 const float *x, const float *w,
-                                 const float *dy, float *dx, float *dw,
-                                 float *db, int batch, void *scratch,
-                                 size_t scratch_nbytes, int accumulate,
-                                 int tf32)
+int model__cudnn_conv2d_forward(const model__conv_shape_t *s, const float *x,
+                                const float *w, const float *b, float *y,
+                                int batch, void *scratch,
+                                size_t scratch_nbytes, int tf32)
+{
+    pthread_mutex_lock(&turn);
+    int rc = conv_forward(s, x, w, b, y, batch, scratch, scratch_nbytes,
+                          tf32);
+    pthread_mutex_unlock(&turn);
+    return rc;
+}
+
+static int conv_backward(const model__conv_shape_t *s, const float *x,
+                         const float *w, const float *dy, float *dx,
+                         float *dw, float *db, int batch, void *scratch,
+                         size_t scratch_nbytes, int accumulate, int tf32)
 {
     plan_t *p;
     int rc = plan_get(s, batch, scratch_nbytes, tf32, &p);
@@ -494,5 +509,19 @@ int model__cudnn_conv2d_backward(const model__conv_shape_t *s,
                    dy, p->conv,
                    (cudnnConvolutionBwdDataAlgo_t)p->algo[DIR_BWD_DATA],
                    scratch, p->nbytes[DIR_BWD_DATA], &zero, p->x, dx);
+    return rc;
+}
+
+int model__cudnn_conv2d_backward(const model__conv_shape_t *s,
+                                 const float *x, const float *w,
+                                 const float *dy, float *dx, float *dw,
+                                 float *db, int batch, void *scratch,
+                                 size_t scratch_nbytes, int accumulate,
+                                 int tf32)
+{
+    pthread_mutex_lock(&turn);
+    int rc = conv_backward(s, x, w, dy, dx, dw, db, batch, scratch,
+                           scratch_nbytes, accumulate, tf32);
+    pthread_mutex_unlock(&turn);
     return rc;
 }
