@@ -65,7 +65,7 @@ MODEL__HD float model__relu_grad(float y, float dy)
  * larger, or NaN (PyTorch's rule: the window's last NaN wins). */
 MODEL__HD int model__pool_beats(float cand, float best)
 {
-    return cand > best || cand != cand;
+    return (cand > best) | (cand != cand);
 }
 
 /* ---- softmax cross-entropy of one sample ----
