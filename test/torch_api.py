@@ -155,6 +155,14 @@ def collectives():
     got = hvd.allgather(bits[:rank + 1], name="gather.bool")
     check(got.tolist() == [(r + i) % 2 == 0 for r in range(size)
                            for i in range(r + 1)], "allgather bool")
+    # Integer averages whose sums pass the dtype (summed wider), and one
+    # past float64's 53 bits (divided exactly).
+    for dtype, v in ((torch.uint8, 200), (torch.int32, 2 ** 30 + 1),
+                     (torch.int64, 2 ** 60 + 1)):
+        got = hvd.allreduce(torch.full((3,), v, dtype=dtype, device=DEVICE),
+                            op=hvd.Average, name="avg.big.%s" % dtype)
+        check(got.dtype == dtype and got.tolist() == [v] * 3,
+              "Average of %s %d on every rank: %s" % (dtype, v, got.tolist()))
     # A name past hvd's 199 bytes, cut alike on every rank.
     got = hvd.allreduce(torch.ones(2, device=DEVICE), op=hvd.Sum,
                         name="layer." * 40 + "weight")
@@ -465,6 +473,16 @@ def channels_last():
     hvd.broadcast_(mixed, root_rank=size - 1, name="cl.mixed.bcast")
     check(torch.equal(mixed, (base + size - 1).to(DEVICE)),
           "broadcast_ of layouts that differ")
+    # Moved as a dtype of their size, through the contiguous copy too (a
+    # channels_last model's bool and int buffers).
+    for dtype in (torch.bool, torch.int8, torch.int16):
+        mine = ((base + rank) % 3).to(dtype).to(DEVICE)
+        if rank % 2:
+            mine = mine.to(memory_format=cl)
+        hvd.broadcast_(mine, root_rank=size - 1, name="cl.bcast.%s" % dtype)
+        check(torch.equal(mine, ((base + size - 1) % 3).to(dtype)
+                          .to(DEVICE)), "broadcast_ of %s, layouts that "
+              "differ" % dtype)
 
 
 def resume():

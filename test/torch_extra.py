@@ -159,6 +159,34 @@ def sparse():
                       % case)
 
 
+def sparse_unused():
+    """A step whose backward on the last rank does not reach the embedding
+    (its gradient None after zero_grad(set_to_none=True)): that rank
+    gathers an empty gradient as the others gather theirs (it reduced a
+    dense zero one, and every rank waited), and the ranks' weights stay
+    equal."""
+    net = embedding_model(1)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.5),
+                                   named_parameters=net.named_parameters())
+    for step in range(2):
+        x, y = embedding_batch(step)
+        opt.zero_grad(set_to_none=True)
+        if step == 1 and hvd.rank() == hvd.size() - 1:
+            loss = net["out"](torch.zeros(4, 4, dtype=torch.float64)).sum()
+        else:
+            loss = torch.nn.functional.mse_loss(forward(net, shard(x)),
+                                                shard(y))
+        loss.backward()
+        opt.step()
+    weights = hvd.allgather(net["emb"].weight.detach().unsqueeze(0),
+                            name="sparse_unused.weights")
+    check(all(torch.equal(weights[0], w) for w in weights),
+          "sparse_unused: the ranks' embeddings differ")
+    grad = net["emb"].weight.grad  # at one rank, nothing to gather
+    check(hvd.size() == 1 or (grad is not None and grad.is_sparse),
+          "sparse_unused: the embedding's gradient is not sparse")
+
+
 def cuda_built():
     want = sys.argv[sys.argv.index("--cuda-built") + 1] == "1"
     check(hvd.cuda_built() is want,
@@ -169,7 +197,7 @@ def cuda_built():
 
 def main():
     hvd.init()
-    for test in (cuda_built, sparse, objects):
+    for test in (cuda_built, sparse, sparse_unused, objects):
         try:
             test()
         except Exception:  # pylint: disable=broad-except

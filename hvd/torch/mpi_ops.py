@@ -37,6 +37,10 @@ _CODES = {dtype: code for code, dtype in enumerate(_DTYPES)}
 _OWN = frozenset(_DTYPES[:7])
 _WIDER = {torch.int8: torch.int32, torch.int16: torch.int32,
           torch.bool: torch.int32}
+# An integer Average sums wider still, so that the sum of values whose
+# average fits does not wrap (hvd averages floats only).
+_AVERAGE_WIDER = {torch.uint8: torch.int32, torch.int8: torch.int32,
+                  torch.int16: torch.int32, torch.int32: torch.int64}
 _SAME_BYTES = {torch.int8: torch.uint8, torch.int16: torch.float16,
                torch.bool: torch.uint8}
 _NAME_MAX = 199  # bytes of a name hvd takes (hvd/hvd.h)
@@ -145,18 +149,18 @@ def _check_buffer(tensor, what, elementwise=True):
     return dtype, torch.cuda.current_stream(tensor.device)
 
 
-def _as_hvd(tensor, reduced):
+def _as_hvd(tensor, wider):
     """tensor as hvd's call takes it: itself, a view in a dtype of its size
-    (_SAME_BYTES, moved only), or a copy in torch's contiguous layout
-    (channels_last: so that every rank's elements meet in one order,
-    whatever each rank's layout) and in a dtype hvd reduces (_WIDER).
-    Returns it and whether it is a copy (the result is copied back). A
-    copy is out of autograd's sight, as hvd's writes are."""
+    (_SAME_BYTES, moved only: _start names it to hvd as that), or a copy
+    in torch's contiguous layout (channels_last: so that every rank's
+    elements meet in one order, whatever each rank's layout) and in the
+    dtype wider gives (a reduction's: _WIDER or _AVERAGE_WIDER; {} for a
+    move). Returns it and whether it is a copy (the result is copied
+    back). A copy is out of autograd's sight, as hvd's writes are."""
     dtype = tensor.dtype
-    if dtype in _OWN and tensor.is_contiguous():  # the common case, first
-        return tensor, False
-    if reduced:
-        dtype = _WIDER.get(dtype, dtype)
+    if dtype in _OWN and dtype not in wider and tensor.is_contiguous():
+        return tensor, False  # the common case, first
+    dtype = wider.get(dtype, dtype)
     if dtype == tensor.dtype and tensor.is_contiguous():
         view = _SAME_BYTES.get(dtype)
         return (tensor if view is None else tensor.view(view)), False
@@ -176,7 +180,8 @@ def _start(buf, stream, submit, finish=None):
     stream _check_buffer gave) through submit(ptr, dtype, stream,
     handle_ref) and returns its _Pending, which holds buf."""
     c_handle = ctypes.c_void_p()
-    status = submit(buf.data_ptr(), _CODES[buf.dtype],
+    status = submit(buf.data_ptr(),
+                    _CODES[_SAME_BYTES.get(buf.dtype, buf.dtype)],
                     None if stream is None else _c_stream(stream),
                     ctypes.byref(c_handle))
     if status < 0:
@@ -202,15 +207,21 @@ def _complete(entry):
         current = torch.cuda.current_stream(entry.stream.device)
         if current != entry.stream:
             current.wait_stream(entry.stream)
+            # A copy made for hvd (_as_hvd) is read there by finish: not
+            # the allocator's again before that stream is through with it.
+            entry.output.record_stream(current)
     output = entry.output
     return (entry.finish(output) if entry.finish else output), None
 
 
 def _scale(tensor, factor, divisor=1):
     """tensor times factor over divisor, in place; an integer tensor's
-    rounded toward zero once (Horovod scales integers too)."""
+    rounded toward zero once (Horovod scales integers too): exactly
+    without a factor, else through float64 (exact below 2^53)."""
     if tensor.is_floating_point():
         tensor.mul_(factor / divisor)
+    elif factor == 1.0:
+        tensor.copy_(torch.div(tensor, divisor, rounding_mode="trunc"))
     else:
         tensor.copy_(tensor.double().mul_(factor).div_(divisor))
 
@@ -230,7 +241,7 @@ def _allreduce_pending(tensor, output, name, op, prescale, postscale, what):
     c_op = _C_OPS[Sum if int_average else op]
     # Each step here is on the path of every gradient: torch.no_grad()
     # only where needed (half a microsecond, of 3 a small tensor takes).
-    buf, copied = _as_hvd(tensor, True)
+    buf, copied = _as_hvd(tensor, _AVERAGE_WIDER if int_average else _WIDER)
     if not copied and output is None:
         buf = tensor.detach().clone()
     if prescale != 1.0:
@@ -396,7 +407,7 @@ def _broadcast_pending(tensor, output, root_rank, name, what):
     _, stream = _check_buffer(tensor, what)
     if output is None:
         output = tensor.detach().clone()
-    buf, copied = _as_hvd(output, False)
+    buf, copied = _as_hvd(output, {})
 
     def submit(ptr, dtype, stream, handle):
         if stream is None:

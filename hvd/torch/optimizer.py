@@ -29,6 +29,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         super(self.__class__, self).__init__(params)
         self._compression = compression
         self._sparse_as_dense = sparse_as_dense
+        self._sparse_dims = {}  # p -> sparse_dim() of its gathered gradient
         self._passes = backward_passes_per_step
         self._op = op
         self._predivide = gradient_predivide_factor
@@ -99,6 +100,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         grad = p.grad
         if grad.is_sparse:
             if not self._sparse_as_dense:
+                self._sparse_dims[p] = grad.sparse_dim()
                 return self._sparse_allgather_async(p), (None, None)
             grad = grad.to_dense()
         compressed, ctx = self._compression.compress(grad)
@@ -134,6 +136,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 mpi_ops.synchronize(indices).t(), everyone, grad.shape)
         return gathered
 
+    def _zero_grad_of(self, p):
+        """A zero gradient for p, which this rank's backward did not reach:
+        an empty sparse one where p's was gathered before, so that this
+        rank gathers as the others do (a dense one reduced, where they
+        gathered, left every rank waiting)."""
+        dims = self._sparse_dims.get(p)
+        if dims is None:
+            return torch.zeros_like(p)
+        return torch.sparse_coo_tensor(
+            torch.empty((dims, 0), dtype=torch.long, device=p.device),
+            p.new_empty((0,) + tuple(p.shape[dims:])), p.shape)
+
     def set_backward_passes_per_step(self, passes):
         self._passes = passes
         for p in self._params:
@@ -151,7 +165,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             handle, _ = self._handles.get(p, (None, None))
             if handle is None:
                 if p.grad is None:
-                    p.grad = torch.zeros_like(p)
+                    p.grad = self._zero_grad_of(p)
                 self._handles[p] = self._allreduce_grad_async(p)
         first_error = None
         for p, (handle, (compressed, ctx)) in list(self._handles.items()):
