@@ -316,10 +316,9 @@ static void print_header(const bench_t *b)
 
 static void alloc_buffers(bench_t *b)
 {
+    /* At least one element: -e below one is refused. */
     size_t nbytes = b->opts.max_nbytes / b->elsize * b->elsize;
 
-    if (nbytes == 0)
-        nbytes = b->elsize; /* every size is skipped; keep malloc simple */
     b->sendbuf = malloc(nbytes);
     if (b->opts.device)
         b->recvbuf = malloc(nbytes);

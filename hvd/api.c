@@ -167,11 +167,11 @@ int hvd_init(int *argc, char ***argv)
      * engine), and their verdict agreed once it is up: a rank that
      * returned alone, before MPI_Init, left the others waiting in it
      * (srun does not end a step when one task exits). */
-    int read = hvd__config_read(&hvd__engine.config);
-    if (read == HVD_OK && ring_check_env() != RING_OK) read = HVD_ERR_ARG;
+    int vars = hvd__config_read(&hvd__engine.config);
+    if (vars == HVD_OK && ring_check_env() != RING_OK) vars = HVD_ERR_ARG;
     status = hvd__start_mpi(argc, argv);
     if (status != HVD_OK) return status;
-    status = hvd__agree(read);
+    status = hvd__agree(vars);
     if (status == HVD_OK) status = hvd__agree(hvd__setup());
     if (status == HVD_OK) hvd__engine.device = hvd__current_device();
     if (status == HVD_OK) status = hvd__engine_start();

@@ -57,8 +57,11 @@ struct ring_stream;
 
 /* Starts MPI with thread support (MPI_Init_thread) unless the program has
  * already done so, in which case finalising is left to it; reads the HVD_*
- * environment variables (a bad value fails with HVD_ERR_ARG naming it);
- * starts the engine. argc/argv may be NULL. */
+ * environment variables (a bad value fails with HVD_ERR_ARG naming it, on
+ * every rank: the ranks agree once MPI is up); starts the engine. A
+ * failure leaves MPI running, so that hvd_init may be called again; a
+ * program that exits then may see its launcher say it did not finalise.
+ * argc/argv may be NULL. */
 int hvd_init(int *argc, char ***argv);
 /* Finishes outstanding work, stops the engine, releases everything but
  * the handles of that work, which the caller still frees with hvd_wait

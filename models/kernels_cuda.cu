@@ -183,7 +183,8 @@ __global__ void channel_sum(const float *dy, float *db, int batch,
 /* ---- max-pool (no padding) ---- */
 
 /* Output i (batch, c, oy, ox): the window searched by rows, a later
- * element winning only when greater, as the host's scalar loop. */
+ * element winning when greater or NaN (model__pool_beats), as on the
+ * host. */
 struct maxpool_forward_op {
     model__conv_shape_t s;
     const float *x;
