@@ -175,13 +175,15 @@ def _c_stream(stream):
     return stream.cuda_stream or 1
 
 
-def _start(buf, stream, submit, finish=None):
-    """Submits one in-place collective on buf (from _as_hvd, on the
-    stream _check_buffer gave) through submit(ptr, dtype, stream,
-    handle_ref) and returns its _Pending, which holds buf."""
+def _start(buf, code, stream, submit, finish=None):
+    """Submits one in-place collective on buf (from _as_hvd; code its
+    hvd_dtype_t, or None to look it up; on the stream _check_buffer gave)
+    through submit(ptr, dtype, stream, handle_ref) and returns its
+    _Pending, which holds buf."""
+    if code is None:
+        code = _CODES[_SAME_BYTES.get(buf.dtype, buf.dtype)]
     c_handle = ctypes.c_void_p()
-    status = submit(buf.data_ptr(),
-                    _CODES[_SAME_BYTES.get(buf.dtype, buf.dtype)],
+    status = submit(buf.data_ptr(), code,
                     None if stream is None else _c_stream(stream),
                     ctypes.byref(c_handle))
     if status < 0:
@@ -233,7 +235,7 @@ def _allreduce_pending(tensor, output, name, op, prescale, postscale, what):
     divided after (toward zero), as hvd averages floats only."""
     _require_init()
     c_name = _c_name(name, what)
-    _, stream = _check_buffer(tensor, what)
+    code, stream = _check_buffer(tensor, what)
     int_average = op == Average and not tensor.is_floating_point()
     if int_average and tensor.dtype == torch.bool:
         raise ValueError("%s: Average of a bool tensor (Sum, Min or Max "
@@ -255,6 +257,9 @@ def _allreduce_pending(tensor, output, name, op, prescale, postscale, what):
         return _lib.hvd_allreduce_async_stream(ptr, ptr, buf.numel(), dtype,
                                                c_op, c_name, stream, handle)
 
+    if not copied and postscale == 1.0 and not int_average:
+        return _start(buf, code, stream, submit)  # the common case
+
     def finish(result):
         with torch.no_grad():
             if postscale != 1.0 or int_average:
@@ -265,8 +270,7 @@ def _allreduce_pending(tensor, output, name, op, prescale, postscale, what):
             return (torch.empty_like(tensor) if output is None
                     else output).copy_(result)
 
-    plain = not copied and postscale == 1.0 and not int_average
-    return _start(buf, stream, submit, None if plain else finish)
+    return _start(buf, None, stream, submit, finish)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None,
@@ -422,7 +426,8 @@ def _broadcast_pending(tensor, output, root_rank, name, what):
             return output.copy_(result) if copied else output
 
     # The handle holds buf until synchronize: hvd writes there.
-    return _start(buf, stream, submit, None if buf is output else finish)
+    return _start(buf, None, stream, submit,
+                  None if buf is output else finish)
 
 
 def broadcast_async_(tensor, root_rank, name=None):
