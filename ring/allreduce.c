@@ -101,10 +101,41 @@ static int ring__allreduce_shm(const ring__coll_t *c, const void *sendbuf,
     return ring__shm_run(c, &io, NULL);
 }
 
+/* Within a node, an allreduce too small for the window reduced as the
+ * window reduces: every rank's data gathered, then reduced in rank order
+ * in one pass (halves rounded once), so bitwise the window's result. A
+ * fused group's size decides between them, and fusion groups what is
+ * ready, which differs from run to run: recursive doubling's other order
+ * (and halves rounded each step) made a tensor's sum depend on it (fp16
+ * training at 3 ranks not reproducible; float32 at 4). */
+static int ring__allreduce_gather(const ring__coll_t *c, const void *sendbuf,
+                                  void *recvbuf)
+{
+    int status = RING_OK;
+    size_t nbytes = c->count * c->esize;
+    char *all = c->mem->alloc(nbytes * (size_t)c->size);
+    const void **in = malloc((size_t)c->size * sizeof *in);
+    if (!all || !in) {
+        status = RING_ERR_NOMEM;
+        goto out;
+    }
+    /* nbytes is under the window's threshold: an int. */
+    RING_CHECK_MPI(MPI_Allgather(sendbuf, (int)nbytes, MPI_BYTE, all,
+                                 (int)nbytes, MPI_BYTE, c->comm));
+    for (int r = 0; r < c->size; r++) in[r] = all + (size_t)r * nbytes;
+    c->mem->reduce_n(recvbuf, in, c->size, c->count, c->dtype, c->op,
+                     c->op == RING_AVERAGE ? c->size : 1);
+out:
+    if (all) c->mem->release(all);
+    free(in);
+    return status;
+}
+
 /* ---- the algorithms, and the one decision table ---- */
 
 typedef enum {
     RING__AR_RING,
+    RING__AR_GATHER,
     RING__AR_RDB,
     RING__AR_RHD,
     RING__AR_HIER,
@@ -119,6 +150,7 @@ static const struct {
     ring__allreduce_fn *fn;
 } ring__allreduce_algos[RING__AR_COUNT] = {
     [RING__AR_RING] = {"ring", ring__allreduce_ring},
+    [RING__AR_GATHER] = {"gather", ring__allreduce_gather},
     [RING__AR_RDB] = {"rdb", ring__allreduce_rdb},
     [RING__AR_RHD] = {"rhd", ring__allreduce_rhd},
     [RING__AR_HIER] = {"hier", ring__allreduce_hier},
@@ -147,7 +179,8 @@ enum {
 
 /* From bench/allreduce_perf runs on 2-core machines (bench/README.md):
  * the window whenever the context has one and the call is not tiny (its
- * cost is one pass over memory); across nodes the hierarchical stages;
+ * cost is one pass over memory), and its order through a gather when it
+ * is; across nodes the hierarchical stages;
  * over MPI, recursive doubling while latency dominates, Rabenseifner
  * below 2 MiB on 4, 8, ... ranks, the ring otherwise. c->algo is the
  * caller's (or HVD_ALLREDUCE_ALGO's) choice among the last three. */
@@ -165,6 +198,7 @@ static ring__ar_t ring__allreduce_decide(const ring__coll_t *c)
      * bytes. */
     if (nbytes > (size_t)1 << 30) return RING__AR_RING;
     if (c->algo != RING_ALGO_AUTO) return ring__forced[c->algo];
+    if (ctx->shm) return RING__AR_GATHER; /* under the window's bytes */
     if (nbytes < c->tuning->small_bytes) return RING__AR_RDB;
     if (pow2 && c->size > 2 && nbytes < RING__RHD_MAX_BYTES)
         return RING__AR_RHD;

@@ -27,6 +27,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* setenv; test/capture.h */
 #include <malloc.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include "ring/ring.h"
@@ -683,6 +684,54 @@ static void test_shm(MPI_Comm comm, MPI_Comm cross, const size_t *counts,
 /* A context with the given intranode and a 64 KiB slab (so that the large
  * count runs in chunks): every collective through it, the allreduce whole
  * and in pieces, then its bad arguments. */
+/* Under the window's 4 KiB, a context that picks its algorithm (auto)
+ * reduces in the window's order, through a gather: bitwise what a context
+ * whose every call takes the window gives, since fusion decides which of
+ * the two a tensor meets. Values of several magnitudes, so that another
+ * order, or halves rounded at each step, show. */
+static void test_small_as_window(void)
+{
+    const ring_dtype_t dtypes[] = {RING_FLOAT16, RING_BFLOAT16, RING_FLOAT32};
+    const ring_op_t ops[] = {RING_SUM, RING_AVERAGE};
+    enum { COUNT = 333 };
+    ring_ctx_opts_t opts = {.slab_bytes = 64 << 10};
+    ring_ctx_t *picks = NULL, *window = NULL;
+    strcpy(case_name, "small as the window: ring_ctx_create");
+    expect_status(ring_ctx_create(MPI_COMM_WORLD, &opts, &picks),
+                  "ring_ctx_create");
+    opts.intranode = RING_INTRANODE_SHM;
+    expect_status(ring_ctx_create(MPI_COMM_WORLD, &opts, &window),
+                  "ring_ctx_create");
+    float in[COUNT], a[COUNT], b[COUNT]; /* room for every dtype */
+    for (size_t d = 0; picks && window && d < 3; d++)
+        for (size_t o = 0; o < 2; o++) {
+            for (int i = 0; i < COUNT; i++)
+                prog_value_store(in, (size_t)i, dtypes[d],
+                                 ((rank * 7919 + i * 104729) % 1000) / 7.0 *
+                                     pow(10.0, (i + rank) % 5 - 2));
+            expect_status(ring_ctx_allreduce(picks, in, a, COUNT, dtypes[d],
+                                             ops[o]),
+                          "ring_ctx_allreduce (picks)");
+            expect_status(ring_ctx_allreduce(window, in, b, COUNT, dtypes[d],
+                                             ops[o]),
+                          "ring_ctx_allreduce (window)");
+            size_t esize = ring_dtype_size(dtypes[d]), i = 0;
+            while (i < COUNT &&
+                   !memcmp((char *)a + i * esize, (char *)b + i * esize, esize))
+                i++;
+            if (i < COUNT)
+                TEST_FAIL("n=%d %s %s, %d elements (%s): element %zu is %g, "
+                          "the window's %g", size,
+                          ring_dtype_name(dtypes[d]), ring_op_name(ops[o]),
+                          COUNT, ring_ctx_allreduce_algo(picks, COUNT,
+                                                         dtypes[d]),
+                          i, prog_value_load(a, i, dtypes[d]),
+                          prog_value_load(b, i, dtypes[d]));
+        }
+    if (picks) ring_ctx_free(&picks);
+    if (window) ring_ctx_free(&window);
+}
+
 static void test_ctx(ring_intranode_t intranode, const size_t *counts,
                      size_t ncounts)
 {
@@ -889,6 +938,7 @@ int main(int argc, char **argv)
     test_shm_span();
     if (ctx >= 0) {
         test_ctx((ring_intranode_t)ctx, counts, ncounts);
+        if (ctx == RING_INTRANODE_AUTO && size > 1) test_small_as_window();
     } else if (shm) {
         test_shm(MPI_COMM_WORLD, MPI_COMM_NULL, counts, ncounts);
     } else if (per_node > 0) {
