@@ -30,7 +30,6 @@ HVD__SAME(PRODUCT)
 
 static enum { HVD__NEW, HVD__UP, HVD__DOWN } hvd__state = HVD__NEW;
 static int hvd__started_mpi; /* we called MPI_Init_thread: we finalise */
-static uint64_t hvd__unnamed_seq[HVD__KIND_COUNT]; /* names for NULL */
 
 const char *hvd_strerror(int status)
 {
@@ -176,7 +175,6 @@ int hvd_init(int *argc, char ***argv)
     if (status == HVD_OK) hvd__engine.device = hvd__current_device();
     if (status == HVD_OK) status = hvd__engine_start();
     if (status != HVD_OK) goto err_free_setup;
-    memset(hvd__unnamed_seq, 0, sizeof hvd__unnamed_seq);
     hvd__state = HVD__UP;
     return HVD_OK;
 err_free_setup:
@@ -331,12 +329,6 @@ static int hvd__submit(const char *func, hvd__kind_t kind, const void *sendbuf,
     status = hvd__request_mem(func, &req, stream);
     if (status == HVD_OK && stream) status = hvd__request_events(&req, stream);
     if (status != HVD_OK) goto out;
-    char unnamed[HVD__NAME_MAX];
-    if (!name) { /* matched by order: the n-th unnamed call of a kind */
-        snprintf(unnamed, sizeof unnamed, "__%s.%llu", hvd__kind_name(kind),
-                 (unsigned long long)hvd__unnamed_seq[kind]++);
-        req.name = unnamed;
-    }
     if (apply) req.apply = *apply;
     status = hvd__request_queue(&req, handle);
 out:

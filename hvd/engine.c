@@ -559,6 +559,7 @@ int hvd__engine_start(void)
     hvd__engine.stopped = 0;
     hvd__engine.peer_down = 0;
     hvd__engine.last_joined = -1;
+    memset(hvd__engine.unnamed_seq, 0, sizeof hvd__engine.unnamed_seq);
     hvd__engine.contention = (hvd__contention_t){0}; /* a new job's PUs */
     hvd__index_free(&hvd__cache.by_name);
     memset(&hvd__cache, 0, sizeof hvd__cache);

@@ -6,6 +6,7 @@
  * calls nothing of it. */
 #define _POSIX_C_SOURCE 200809L
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -207,12 +208,21 @@ static int hvd__named_handle(const char *name, hvd_handle_t *out)
     return HVD_OK;
 }
 
-int hvd__request_queue(const hvd__request_t *req, hvd_handle_t *out)
+int hvd__request_queue(const hvd__request_t *asked, hvd_handle_t *out)
 {
     int status = HVD_OK;
     hvd_handle_t h = NULL;
-    int named = strncmp(req->name, "__", 2) != 0;
+    hvd__request_t named_so = *asked, *req = &named_so;
+    char unnamed[HVD__NAME_MAX];
+    int named = req->name != NULL;
     pthread_mutex_lock(&hvd__engine.mu);
+    if (!named) { /* matched by order: the n-th unnamed call of a kind,
+                     numbered under mu, as threads may call at once */
+        snprintf(unnamed, sizeof unnamed, "__%s.%llu",
+                 hvd__kind_name(req->kind),
+                 (unsigned long long)hvd__engine.unnamed_seq[req->kind]++);
+        req->name = unnamed;
+    }
     if (hvd__engine.stopped == HVD_ERR_STALL) {
         status = HVD_ERR_STALL;
     } else if (hvd__engine.stopped) {
@@ -224,6 +234,12 @@ int hvd__request_queue(const hvd__request_t *req, hvd_handle_t *out)
     } else if (hvd__engine.peer_down) {
         status = HVD_ERR_STATE;
         hvd__log(HVD__LOG_ERROR, "%s '%s': another rank has shut hvd down",
+                 hvd__kind_name(req->kind), req->name);
+    } else if (hvd__engine.shutdown_requested) {
+        /* Past the engine's last look at what came in: it would never be
+         * done, and its wait would not return. */
+        status = HVD_ERR_STATE;
+        hvd__log(HVD__LOG_ERROR, "%s '%s': hvd_shutdown was called",
                  hvd__kind_name(req->kind), req->name);
     } else if (!named) {
         /* Unique by construction: nothing to check, nothing to keep. */

@@ -168,6 +168,8 @@ typedef struct {
                      or a collective's): every later call fails */
     int peer_down; /* another rank shut down: every later call fails */
     int last_joined; /* hvd_last_joined(), under mu */
+    uint64_t unnamed_seq[HVD__KIND_COUNT]; /* under mu: the next unnamed
+                                              request's number, a kind */
 } hvd__engine_t;
 
 extern hvd__engine_t hvd__engine;
@@ -204,10 +206,12 @@ typedef struct {
 } hvd__request_t;
 
 /* Queues req under a handle of its own, *out, which the engine owns until
- * it is done, and wakes the engine: HVD_ERR_STATE when the name is
- * already in flight on this rank or after another rank's shutdown,
- * HVD_ERR_STALL after a stall shutdown, HVD_ERR_NOMEM; nothing is queued
- * then, and req's events are still the caller's. */
+ * it is done, and wakes the engine; a NULL name is matched by order, as
+ * the n-th unnamed call of its kind. HVD_ERR_STATE when the name is
+ * already in flight on this rank, after another rank's shutdown, or once
+ * this rank's hvd_shutdown began; HVD_ERR_STALL after a stall shutdown,
+ * HVD_ERR_NOMEM; nothing is queued then, and req's events are still the
+ * caller's. */
 int hvd__request_queue(const hvd__request_t *req, hvd_handle_t *out);
 /* hvd_wait's end: gives the done handle's events back
  * (hvd__event_give), frees its error, then the handle, or gives it back

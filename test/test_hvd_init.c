@@ -11,11 +11,21 @@
  *   test_hvd_init funneled   MPI started at MPI_THREAD_FUNNELED: hvd_init
  *                            refuses with HVD_ERR_MPI, naming the level it
  *                            needs (skips, 77, if MPI gives more)
+ *   test_hvd_init threads    calls from several threads at once: unnamed
+ *                            ones all run (their numbers were taken
+ *                            outside the lock: two threads could take
+ *                            one, and one failed); and calls racing
+ *                            hvd_shutdown fail with HVD_ERR_STATE or run,
+ *                            none left waiting (one that came in after
+ *                            the engine's last look waited forever)
  */
-#define _POSIX_C_SOURCE 200809L /* setenv, test/capture.h */
+#define _GNU_SOURCE /* setenv, test/capture.h; pthread_timedjoin_np */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <mpi.h>
 #include "hvd/hvd.h"
 #include "test/capture.h"
@@ -45,11 +55,89 @@ static int test_funneled(int argc, char **argv)
     return test_exit_code();
 }
 
+/* A thread's calls: unnamed allreduces, `times` of them, or until one
+ * fails (times 0); the first failure's status kept. */
+typedef struct {
+    int times, failed, status;
+} calls_t;
+
+static void *call_on(void *arg)
+{
+    calls_t *c = arg;
+    for (int i = 0; c->times == 0 || i < c->times; i++) {
+        float x = 1, y;
+        int status = hvd_allreduce(&x, &y, 1, HVD_FLOAT32, HVD_SUM, NULL);
+        if (status != HVD_OK) {
+            if (!c->failed++) c->status = status;
+            if (c->times == 0) break;
+        }
+    }
+    return NULL;
+}
+
+/* A thread joined within 30 s (a wait that never returns: it hung). */
+static int joined(pthread_t t)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 30;
+    return pthread_timedjoin_np(t, NULL, &until) == 0;
+}
+
+static int test_threads(int argc, char **argv)
+{
+    enum { THREADS = 4, CALLS = 20000, RACES = 30 };
+    int provided;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) !=
+        MPI_SUCCESS)
+        return TEST_HARD_ERROR;
+    MPI_Comm_rank(MPI_COMM_WORLD, &test_rank);
+    TEST_EQ(hvd_init(NULL, NULL), HVD_OK);
+    pthread_t t[THREADS];
+    calls_t c[THREADS] = {{0}};
+    for (int i = 0; i < THREADS; i++) {
+        c[i].times = CALLS;
+        pthread_create(&t[i], NULL, call_on, &c[i]);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        if (!joined(t[i])) {
+            TEST_FAIL("thread %d of unnamed calls did not end", i);
+            return test_exit_code(); /* a thread is stuck: no finalise */
+        }
+        if (c[i].failed)
+            TEST_FAIL("thread %d: %d of %d unnamed calls failed, the first "
+                      "with %d", i, c[i].failed, CALLS, c[i].status);
+    }
+    TEST_EQ(hvd_shutdown(), HVD_OK);
+    /* Calls racing hvd_shutdown, which returns while they go on. */
+    for (int r = 0; r < RACES; r++) {
+        TEST_EQ(hvd_init(NULL, NULL), HVD_OK);
+        pthread_t racer;
+        calls_t rc = {0};
+        pthread_create(&racer, NULL, call_on, &rc);
+        usleep((useconds_t)(r * 37 % 500));
+        TEST_EQ(hvd_shutdown(), HVD_OK);
+        if (!joined(racer)) {
+            TEST_FAIL("race %d: a call racing hvd_shutdown never returned",
+                      r);
+            return test_exit_code();
+        }
+        if (rc.status != HVD_ERR_STATE)
+            TEST_FAIL("race %d: the call after hvd_shutdown failed with %d, "
+                      "not HVD_ERR_STATE", r, rc.status);
+    }
+    printf("test_hvd_init threads: %s\n", test_failures ? "FAIL" : "ok");
+    MPI_Finalize();
+    return test_exit_code();
+}
+
 int main(int argc, char **argv)
 {
     int provided, rank, size;
     if (argc > 1 && strcmp(argv[1], "funneled") == 0)
         return test_funneled(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "threads") == 0)
+        return test_threads(argc, argv);
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) !=
         MPI_SUCCESS)
         return TEST_HARD_ERROR;
