@@ -392,7 +392,7 @@ static void hvd__take_error(hvd_handle_t handle, int status)
 
 int hvd_wait(hvd_handle_t handle)
 {
-    if (!handle) return HVD_ERR_ARG;
+    if (!handle) return hvd__bad("hvd_wait", "handle is NULL");
     int status = hvd__wait_done(handle);
     /* A stream variant's result may still be on its way (the engine
      * records done_ev after queueing it, and goes on). */
@@ -405,7 +405,7 @@ int hvd_wait(hvd_handle_t handle)
 
 int hvd_wait_stream(hvd_handle_t handle, struct ring_stream *stream)
 {
-    if (!handle) return HVD_ERR_ARG;
+    if (!handle) return hvd__bad("hvd_wait_stream", "handle is NULL");
     if (!stream || !handle->done_ev)
         return hvd__bad("hvd_wait_stream", !stream
                             ? "stream is NULL (hvd_wait waits without one)"
@@ -423,7 +423,7 @@ int hvd_wait_stream(hvd_handle_t handle, struct ring_stream *stream)
 
 int hvd_poll(hvd_handle_t handle)
 {
-    if (!handle) return HVD_ERR_ARG;
+    if (!handle) return hvd__bad("hvd_poll", "handle is NULL");
     pthread_mutex_lock(&hvd__engine.mu);
     hvd__watch_contention(); /* a caller may poll instead of waiting */
     int done = handle->done;

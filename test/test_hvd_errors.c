@@ -256,8 +256,10 @@ static void test_bad_arguments(void)
               AG("unknown dtype"));
     TEST_SAYS(hvd_allgather(x, 1, x, HVD_FLOAT32, name), a,
               AG("name longer than 199 bytes"));
-    TEST_SAYS(hvd_wait(NULL), a, NULL);
-    TEST_SAYS(hvd_poll(NULL), a, NULL);
+    TEST_SAYS(hvd_wait(NULL), a, "error: hvd_wait: handle is NULL\n");
+    TEST_SAYS(hvd_poll(NULL), a, "error: hvd_poll: handle is NULL\n");
+    TEST_SAYS(hvd_wait_stream(NULL, NULL), a,
+              "error: hvd_wait_stream: handle is NULL\n");
 #undef AR
 #undef BC
 #undef AG
