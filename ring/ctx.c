@@ -191,6 +191,21 @@ int ring_ctx_create(MPI_Comm comm, const ring_ctx_opts_t *opts,
     ctx->intranode = o.intranode;
     RING_CHECK_MPI(MPI_Comm_dup(comm, &ctx->comm));
     RING_CHECK(ring__tuning_agree(ctx->comm));
+    /* Ranks that ask for other windows or stages would go separate ways
+     * in the collectives below, and wait there for each other. */
+    int mine[4] = {o.intranode, o.hierarchical, -o.intranode,
+                   -o.hierarchical},
+        most[4];
+    RING_CHECK_MPI(MPI_Allreduce(mine, most, 4, MPI_INT, MPI_MAX, ctx->comm));
+    for (int f = 0; f < 2; f++)
+        if (most[f] != -most[f + 2]) {
+            ring__log("ring_ctx_create: the ranks ask for different %s (%d "
+                      "and %d): every rank must pass the same opts",
+                      f ? "hierarchical" : "intranode", -most[f + 2],
+                      most[f]);
+            status = RING_ERR_MISMATCH;
+            goto out;
+        }
     RING_CHECK_MPI(MPI_Comm_split_type(ctx->comm, MPI_COMM_TYPE_SHARED, 0,
                                        MPI_INFO_NULL, &local));
     RING_CHECK(ring__ctx_build(ctx, &o, &local));

@@ -478,7 +478,8 @@ int ring_ctx_reduce_scatter(ring_ctx_t *ctx, const void *sendbuf,
 typedef struct ring_shm ring_shm_t;
 
 /* Collective over comm: makes the window, with a slab of slab_bytes
- * (rounded up to a page) for each rank. RING_ERR_ARG, on every rank, when
+ * (rounded up to a page) for each rank, the largest any rank asks for
+ * (ranks may ask for different sizes). RING_ERR_ARG, on every rank, when
  * comm's ranks are not all on one node; RING_ERR_NOMEM, on every rank,
  * rank 0 saying why, when the node's shared memory (/dev/shm, or Open
  * MPI's osc_sm_backing_directory) has too little room for it. */

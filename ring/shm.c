@@ -229,8 +229,11 @@ int ring_shm_create(MPI_Comm comm, size_t slab_bytes, ring_shm_t **out)
         status = RING_ERR_NOMEM;
         goto out;
     }
-    shm->slab_bytes = (slab_bytes + RING__SHM_PAGE - 1) /
-                      RING__SHM_PAGE * RING__SHM_PAGE;
+    /* Every rank's slab the largest asked for: a call is cut into chunks
+     * of a slab, which ranks of other sizes cut differently (wrong sums,
+     * then a hang). */
+    shm->slab_bytes = ((size_t)most + RING__SHM_PAGE - 1) / RING__SHM_PAGE *
+                      RING__SHM_PAGE;
     shm->ctl = calloc((size_t)shm->size, sizeof *shm->ctl);
     shm->slab = calloc((size_t)shm->size, sizeof *shm->slab);
     shm->inputs = calloc((size_t)shm->size, sizeof *shm->inputs);

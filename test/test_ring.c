@@ -656,9 +656,35 @@ static void test_apply(ring_shm_t *shm, ring_ctx_t *ctx, const size_t *counts,
  * unless that is MPI_COMM_NULL): a slab smaller than the large count (so
  * it runs in chunks) and one that holds it, each with the input where the
  * caller has it and packed into the slab. */
+/* Ranks that ask for slabs of different sizes get the largest: a call is
+ * cut into chunks of a slab, which ranks cut differently (rank 1 got 1536
+ * of 2048 sums wrong, and rank 0 waited forever). */
+static void test_shm_slabs_differ(MPI_Comm comm)
+{
+    enum { COUNT = 2048 };
+    ring_shm_t *shm = NULL;
+    float in[COUNT], out[COUNT];
+    strcpy(case_name, "ring_shm_create, slabs that differ");
+    expect_status(ring_shm_create(comm, (size_t)4096 * (rank + 1), &shm),
+                  "ring_shm_create");
+    if (!shm) return;
+    for (int i = 0; i < COUNT; i++) in[i] = (float)(i + rank);
+    expect_status(ring_shm_allreduce(shm, in, out, COUNT, RING_FLOAT32,
+                                     RING_SUM),
+                  "ring_shm_allreduce");
+    int wrong = 0;
+    for (int i = 0; i < COUNT; i++)
+        wrong += out[i] != (float)(i * size + size * (size - 1) / 2);
+    if (wrong)
+        TEST_FAIL("slabs of 4096 x (rank + 1) bytes: %d of %d sums wrong",
+                  wrong, COUNT);
+    expect_status(ring_shm_free(&shm), "ring_shm_free");
+}
+
 static void test_shm(MPI_Comm comm, MPI_Comm cross, const size_t *counts,
                      size_t ncounts)
 {
+    if (cross == MPI_COMM_NULL) test_shm_slabs_differ(comm);
     const size_t slab_bytes[] = {64 << 10, 16 << 20};
     for (int i = 0; i < 2; i++) {
         ring_shm_t *shm = NULL;
@@ -681,9 +707,6 @@ static void test_shm(MPI_Comm comm, MPI_Comm cross, const size_t *counts,
     }
 }
 
-/* A context with the given intranode and a 64 KiB slab (so that the large
- * count runs in chunks): every collective through it, the allreduce whole
- * and in pieces, then its bad arguments. */
 /* Under the window's 4 KiB, a context that picks its algorithm (auto)
  * reduces in the window's order, through a gather: bitwise what a context
  * whose every call takes the window gives, since fusion decides which of
@@ -732,6 +755,9 @@ static void test_small_as_window(void)
     if (window) ring_ctx_free(&window);
 }
 
+/* A context with the given intranode and a 64 KiB slab (so that the large
+ * count runs in chunks): every collective through it, the allreduce whole
+ * and in pieces, then its bad arguments. */
 static void test_ctx(ring_intranode_t intranode, const size_t *counts,
                      size_t ncounts)
 {
@@ -816,6 +842,17 @@ static void test_ctx(ring_intranode_t intranode, const size_t *counts,
     /* Nothing to tell anyone without a device window: the status back. */
     TEST_SAYS(ring_ctx_give_up(ctx, RING_ERR_CUDA), RING_ERR_CUDA, NULL);
     TEST_SAYS(ring_ctx_give_up(NULL, RING_ERR_ARG), RING_ERR_ARG, NULL);
+    /* opts that differ across ranks: refused on every rank (rank 0 went
+     * on without a window, the others waited in its making). */
+    if (size > 1) {
+        ring_ctx_opts_t odd = {.intranode = rank == 0 ? RING_INTRANODE_RING
+                                                      : RING_INTRANODE_AUTO};
+        TEST_SAYS(ring_ctx_create(MPI_COMM_WORLD, &odd, &none),
+                  RING_ERR_MISMATCH,
+                  "ring_ctx_create: the ranks ask for different intranode "
+                  "(0 and 2): every rank must pass the same opts\n");
+        TEST_TRUE(none == NULL);
+    }
     TEST_SAYS(ring_ctx_create(MPI_COMM_NULL, NULL, &none), RING_ERR_ARG,
               "ring_ctx_create: comm is MPI_COMM_NULL\n");
     TEST_TRUE(none == NULL);
