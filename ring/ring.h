@@ -253,7 +253,15 @@ int ring_parse_bytes(const char *text, size_t *nbytes);
  * each collective compare the ranks' calls first (one small MPI_Allreduce
  * more per call): when they differ, every rank fails with
  * RING_ERR_MISMATCH (a rank that refused its own call, with its own
- * error), a message names what differs, and no data moves. */
+ * error), a message names what differs, and no data moves.
+ *
+ * The collectives that take a comm (ring_allreduce, ring_broadcast, ...)
+ * send point-to-point messages on it, unlike MPI's own collectives: a
+ * receive of the caller's pending on it with MPI_ANY_TAG may take one
+ * (pass a duplicate of comm, or use a context, which has its own). A
+ * context is used by one thread at a time; two contexts on one comm may
+ * be used from two threads at once. A call's recvbuf is sendbuf or does
+ * not overlap it. */
 int ring_check_env(void);
 
 /* "auto", "ring", "rdb", "rhd"; NULL when unknown. */
