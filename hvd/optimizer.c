@@ -40,6 +40,8 @@ struct hvd_dist_opt {
     size_t *counts;          /* (ntensors) */
     uint16_t **halves;       /* (ntensors) fp16 copies, when compressing */
     hvd_handle_t *handles;   /* (ntensors) NULL when not in flight */
+    uint64_t *reported;      /* (ntensors) passes + 1 when last made ready */
+    uint64_t passes;         /* backward passes done (hvd_dist_opt_step) */
     int pass;                /* backward passes done in this step */
     size_t total;            /* elements over all tensors */
     float *base;             /* sharded: where the gradients' range starts */
@@ -74,6 +76,7 @@ void hvd_dist_opt_free(hvd_dist_opt_t **optp)
     free(opt->counts);
     free(opt->halves);
     free(opt->handles);
+    free(opt->reported);
     free(opt);
     *optp = NULL;
 }
@@ -195,8 +198,9 @@ int hvd_dist_opt_create(hvd_dist_opt_t **optp, hvd_optimizer_t inner,
     opt->counts = calloc(ntensors + 1, sizeof *opt->counts);
     opt->halves = calloc(ntensors + 1, sizeof *opt->halves);
     opt->handles = calloc(ntensors + 1, sizeof *opt->handles);
+    opt->reported = calloc(ntensors + 1, sizeof *opt->reported);
     if (!opt->names || !opt->grads || !opt->counts || !opt->halves ||
-        !opt->handles)
+        !opt->handles || !opt->reported)
         goto nomem;
     for (size_t i = 0; i < ntensors; i++) {
         if (!names[i] || (counts[i] && !grads[i])) {
@@ -341,14 +345,19 @@ int hvd_dist_opt_grad_ready(hvd_dist_opt_t *opt, size_t i)
                      "but the optimizer has %zu", i, opt->ntensors);
         return HVD_ERR_ARG;
     }
+    /* Once a pass, in every pass (Horovod raises at the second): a hook
+     * that fires again is a backward the step was not told of. */
+    if (opt->reported[i] == opt->passes + 1) {
+        hvd__log(HVD__LOG_ERROR, "gradient '%s' was made ready twice in one "
+                 "%s", opt->names[i],
+                 opt->options.backward_passes_per_step > 1 ? "backward pass"
+                                                           : "step");
+        return HVD_ERR_STATE;
+    }
+    opt->reported[i] = opt->passes + 1;
     if (opt->pass + 1 < opt->options.backward_passes_per_step ||
         hvd__dist_opt_sharded(opt))
         return HVD_OK;
-    if (opt->handles[i]) {
-        hvd__log(HVD__LOG_ERROR, "gradient '%s' was made ready twice in one "
-                 "step", opt->names[i]);
-        return HVD_ERR_STATE;
-    }
     return hvd__dist_opt_start(opt, i);
 }
 
@@ -359,6 +368,7 @@ int hvd_dist_opt_step(hvd_dist_opt_t *opt)
         hvd__log(HVD__LOG_ERROR, "hvd_dist_opt_step: opt is NULL");
         return HVD_ERR_ARG;
     }
+    opt->passes++;
     if (++opt->pass < opt->options.backward_passes_per_step) return HVD_OK;
     opt->pass = 0;
     if (hvd__dist_opt_sharded(opt)) return hvd__dist_opt_sharded_step(opt);

@@ -112,6 +112,20 @@ static void test_misuse(int size)
     }
     hvd_dist_opt_free(&opt);
     TEST_TRUE(opt == NULL);
+    /* In a pass before the last too (accepted before: nothing starts
+     * there); the next pass may make it ready again. */
+    hvd_dist_opt_options_t two = sum;
+    two.backward_passes_per_step = 2;
+    TEST_EQ(hvd_dist_opt_create(&opt, inner, 2, names, grads, counts, &two),
+            HVD_OK);
+    TEST_EQ(hvd_dist_opt_grad_ready(opt, 1), HVD_OK);
+    TEST_SAYS(hvd_dist_opt_grad_ready(opt, 1), HVD_ERR_STATE,
+              "error: gradient 'misuse.b' was made ready twice in one "
+              "backward pass");
+    TEST_EQ(hvd_dist_opt_step(opt), HVD_OK); /* the first pass ends */
+    TEST_EQ(hvd_dist_opt_grad_ready(opt, 1), HVD_OK);
+    TEST_EQ(hvd_dist_opt_step(opt), HVD_OK);
+    hvd_dist_opt_free(&opt);
 }
 
 static int noop_update(void *ctx, size_t first, float *data, size_t n)
