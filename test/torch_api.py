@@ -29,38 +29,16 @@ import math
 import os
 import pickle
 import sys
-import traceback
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402  (after the thread count)
 
 import hvd.torch as hvd  # noqa: E402
+from torch_checks import (check, expect_raises, finish, run,  # noqa: E402
+                          shard)
 
 torch.set_num_threads(1)
 DEVICE = torch.device("cpu")
-FAILURES = []
-CHECKS = [0]
-
-
-def check(condition, what):
-    CHECKS[0] += 1
-    if not condition:
-        FAILURES.append(what)
-
-
-def expect_raises(errors, call, what, contains=None):
-    """call() must raise one of errors (with contains in its text)."""
-    try:
-        call()
-    except errors as e:
-        check(contains is None or contains in str(e),
-              "%s: message %r lacks %r" % (what, str(e), contains))
-        return str(e)
-    except Exception as e:  # pylint: disable=broad-except
-        check(False, "%s: raised %s: %s" % (what, type(e).__name__, e))
-        return None
-    check(False, "%s: did not raise" % what)
-    return None
 
 
 def before_init():
@@ -328,11 +306,6 @@ def batch(step, dtype=torch.float64):
     return x.to(DEVICE), y.to(DEVICE)
 
 
-def shard(t):
-    per = t.shape[0] // hvd.size()
-    return t[hvd.rank() * per:(hvd.rank() + 1) * per]
-
-
 def train(net, opt, steps, passes=1, full=False, first=0):
     """steps steps of passes backward passes each on micro-batches of
     this rank's shard (the whole batch with full), MSE loss."""
@@ -597,22 +570,10 @@ def main():
             sys.exit(77)
         torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
         DEVICE = torch.device("cuda")
-    for test in (collectives, asynchronous, streams, mismatches, optimizers,
-                 channels_last, resume, sync_batch_norm, join):
-        try:
-            test()
-        except Exception:  # pylint: disable=broad-except
-            FAILURES.append("%s raised:\n%s" % (test.__name__,
-                                                traceback.format_exc()))
-    failed = int(hvd.allreduce(torch.tensor([len(FAILURES)]), op=hvd.Sum,
-                               name="failures"))
-    rank, size = hvd.rank(), hvd.size()
+    outcome = run((collectives, asynchronous, streams, mismatches,
+                   optimizers, channels_last, resume, sync_batch_norm, join))
     shutdown_by_peer()  # last: hvd is down on every rank after it
-    for line in FAILURES:
-        print("FAIL: rank %d: %s" % (rank, line), file=sys.stderr)
-    if rank == 0 and not failed and not FAILURES:
-        print("torch_api n=%d: ok (%d checks)" % (size, CHECKS[0]))
-    sys.exit(1 if failed or FAILURES else 0)
+    finish("torch_api", *outcome)
 
 
 if __name__ == "__main__":

@@ -20,37 +20,16 @@ import os
 import pickle
 import sys
 import threading
-import traceback
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402  (after the thread count)
 
 import hvd.torch as hvd  # noqa: E402
+from torch_checks import (check, expect_raises, finish, run,  # noqa: E402
+                          shard)
 
 HAVE_CLOUDPICKLE = importlib.util.find_spec("cloudpickle") is not None
 torch.set_num_threads(1)
-FAILURES = []
-CHECKS = [0]
-
-
-def check(condition, what):
-    CHECKS[0] += 1
-    if not condition:
-        FAILURES.append(what)
-
-
-def expect_raises(errors, call, what, contains=None):
-    """call() must raise one of errors (with contains in its text)."""
-    try:
-        call()
-    except errors as e:
-        check(contains is None or contains in str(e),
-              "%s: message %r lacks %r" % (what, str(e), contains))
-        return
-    except Exception as e:  # pylint: disable=broad-except
-        check(False, "%s: raised %s: %s" % (what, type(e).__name__, e))
-        return
-    check(False, "%s: did not raise" % what)
 
 
 def objects():
@@ -115,11 +94,6 @@ def embedding_batch(step):
     x = torch.randint(0, 20, (12, 3), generator=g)
     y = torch.randn(12, 2, generator=g, dtype=torch.float64)
     return x, y
-
-
-def shard(t):
-    per = t.shape[0] // hvd.size()
-    return t[hvd.rank() * per:(hvd.rank() + 1) * per]
 
 
 def sparse():
@@ -197,22 +171,8 @@ def cuda_built():
 
 def main():
     hvd.init()
-    for test in (cuda_built, sparse, sparse_unused, objects):
-        try:
-            test()
-        except Exception:  # pylint: disable=broad-except
-            FAILURES.append("%s raised:\n%s" % (test.__name__,
-                                                traceback.format_exc()))
-    failed = int(hvd.allreduce(torch.tensor([len(FAILURES)]), op=hvd.Sum,
-                               name="failures"))
-    rank, size = hvd.rank(), hvd.size()
-    for line in FAILURES:
-        print("FAIL: rank %d: %s" % (rank, line), file=sys.stderr)
-    if rank == 0 and not failed and not FAILURES:
-        print("torch_extra n=%d: ok (%d checks%s)" % (
-            size, CHECKS[0], "" if HAVE_CLOUDPICKLE else
-            "; without cloudpickle"))
-    sys.exit(1 if failed or FAILURES else 0)
+    finish("torch_extra", *run((cuda_built, sparse, sparse_unused, objects)),
+           note="" if HAVE_CLOUDPICKLE else "; without cloudpickle")
 
 
 if __name__ == "__main__":
