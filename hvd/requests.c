@@ -212,7 +212,7 @@ int hvd__request_queue(const hvd__request_t *asked, hvd_handle_t *out)
 {
     int status = HVD_OK;
     hvd_handle_t h = NULL;
-    hvd__request_t named_so = *asked, *req = &named_so;
+    hvd__request_t copy = *asked, *req = &copy; /* named below if NULL */
     char unnamed[HVD__NAME_MAX];
     int named = req->name != NULL;
     pthread_mutex_lock(&hvd__engine.mu);
